@@ -1,0 +1,55 @@
+"""Qualified tool names: `<server>__<tool>`, valid for every client (`^[A-Za-z0-9_-]{1,64}$`)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+
+MAX_LENGTH = 64
+SEPARATOR = "__"
+VALID_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_HASH_LENGTH = 10
+
+
+def sanitize(text: str) -> str:
+    """Replace every character outside `[A-Za-z0-9_-]` with `_`."""
+    return _UNSAFE.sub("_", text)
+
+
+def _digest(server: str, raw_name: str) -> str:
+    return hashlib.sha256(f"{server}\x00{raw_name}".encode()).hexdigest()[:_HASH_LENGTH]
+
+
+def _with_digest(base: str, server: str, raw_name: str) -> str:
+    keep = MAX_LENGTH - _HASH_LENGTH - 1
+    return f"{base[:keep]}_{_digest(server, raw_name)}"
+
+
+def qualify_names(server: str, raw_names: Iterable[str]) -> dict[str, str]:
+    """Map each raw tool name of one server to a unique, valid qualified name.
+
+    A name keeps its plain sanitised form when it fits in 64 characters and no other tool of the
+    server sanitises to the same text; otherwise it gets a prefix plus a short hash of the raw
+    name. Raw names are processed in sorted order, so the result does not depend on input order.
+    """
+    prefix = sanitize(server) + SEPARATOR
+    unique = sorted(set(raw_names))
+    plain = {raw: prefix + sanitize(raw) for raw in unique}
+    counts: dict[str, int] = {}
+    for name in plain.values():
+        counts[name] = counts.get(name, 0) + 1
+    qualified: dict[str, str] = {}
+    for raw in unique:
+        name = plain[raw]
+        lossless = name == prefix + raw
+        if len(name) > MAX_LENGTH or (counts[name] > 1 and not lossless):
+            name = _with_digest(name, server, raw)
+        qualified[raw] = name
+    return qualified
+
+
+def qualify_name(server: str, raw_name: str) -> str:
+    """The qualified name of one tool, as if it were its server's only tool."""
+    return qualify_names(server, [raw_name])[raw_name]

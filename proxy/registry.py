@@ -1,0 +1,201 @@
+"""The live registry of upstream tools, grouped in `mcp-<server>` toolsets.
+
+Synchronous by design: it lives on one event loop, so it needs no locks. Every change bumps
+`generation` and wakes whoever waits in `wait_for_change`, which is how sessions learn that the
+`tools/list` they were given may be stale.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from mcp import types
+
+from proxy.names import qualify_names
+
+logger = logging.getLogger(__name__)
+
+BRIDGE_NAMES = frozenset({"tool_search", "tool_describe", "tool_call"})
+TOOLSET_PREFIX = "mcp-"
+
+
+def server_toolset(server: str) -> str:
+    return TOOLSET_PREFIX + server
+
+
+@dataclass(frozen=True)
+class ToolEntry:
+    """One registered upstream tool. `tool` is the upstream definition, renamed to `name`."""
+
+    name: str
+    server: str
+    raw_name: str
+    tool: types.Tool
+
+    @property
+    def description(self) -> str:
+        return self.tool.description or ""
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        return self.tool.input_schema
+
+
+@dataclass(frozen=True)
+class ServerChange:
+    """What one `set_server_tools` call did; `changed` is False when nothing moved."""
+
+    server: str
+    added: tuple[str, ...] = ()
+    replaced: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    refused: tuple[str, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.replaced or self.removed)
+
+
+Listener = Callable[[str, Sequence[ToolEntry]], None]
+
+
+class Registry:
+    """Qualified name → tool, the `mcp-<server>` toolsets, and a generation counter."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, ToolEntry] = {}
+        self._by_server: dict[str, dict[str, ToolEntry]] = {}
+        self._listeners: list[Listener] = []
+        self._changed = anyio.Event()
+        self.generation = 0
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def get(self, name: str) -> ToolEntry | None:
+        return self._tools.get(name)
+
+    @property
+    def tools(self) -> Mapping[str, ToolEntry]:
+        return self._tools
+
+    def server_tools(self, server: str) -> Mapping[str, ToolEntry]:
+        return self._by_server.get(server, {})
+
+    @property
+    def servers(self) -> list[str]:
+        return sorted(self._by_server)
+
+    def toolsets(self) -> dict[str, frozenset[str]]:
+        """Every dynamic toolset: `mcp-<server>` → its qualified names (only non-empty ones)."""
+        return {server_toolset(s): frozenset(tools) for s, tools in self._by_server.items()}
+
+    def resolve_toolset_alias(self, name: str) -> str:
+        """The bare server name is an alias of its `mcp-<server>` toolset."""
+        return server_toolset(name) if name in self._by_server else name
+
+    # --- writing -----------------------------------------------------------------------------
+
+    def add_listener(self, listener: Listener) -> None:
+        """Call `listener(server, entries)` after each change of that server's tools."""
+        self._listeners.append(listener)
+
+    def set_server_tools(self, server: str, tools: Iterable[types.Tool]) -> ServerChange:
+        """Make `tools` the server's whole tool set: add new, replace changed, drop vanished.
+
+        Bumps the generation once if anything changed. Names owned by another server, and the
+        reserved bridge names, are refused and logged, never raised.
+        """
+        by_raw = {tool.name: tool for tool in tools}
+        qualified = qualify_names(server, by_raw)
+        old = self._by_server.get(server, {})
+        new: dict[str, ToolEntry] = {}
+        refused: list[str] = []
+        for raw, name in qualified.items():
+            owner = self._tools.get(name)
+            if name in BRIDGE_NAMES or (owner is not None and owner.server != server):
+                refused.append(name)
+                logger.warning("server %s: tool name %s is already taken; tool %r skipped", server, name, raw)
+                continue
+            new[name] = ToolEntry(name, server, raw, by_raw[raw].model_copy(update={"name": name}))
+        added = tuple(sorted(n for n in new if n not in old))
+        removed = tuple(sorted(n for n in old if n not in new))
+        replaced = tuple(sorted(n for n in new if n in old and new[n] != old[n]))
+        change = ServerChange(server, added, replaced, removed, tuple(refused))
+        if not change.changed:
+            return change
+        for name in removed:
+            del self._tools[name]
+        self._tools.update(new)
+        if new:
+            self._by_server[server] = new
+        else:
+            self._by_server.pop(server, None)
+        self._after_change(server)
+        return change
+
+    def remove_server(self, server: str) -> ServerChange:
+        return self.set_server_tools(server, ())
+
+    def bump(self) -> None:
+        """Record a change that is not a registration (an upstream became (un)available)."""
+        self.generation += 1
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def _after_change(self, server: str) -> None:
+        entries = list(self._by_server.get(server, {}).values())
+        for listener in self._listeners:
+            listener(server, entries)
+        self.bump()
+
+    async def wait_for_change(self, since: int) -> int:
+        """Return the generation as soon as it differs from `since`."""
+        while self.generation == since:
+            await self._changed.wait()
+        return self.generation
+
+
+@dataclass
+class Availability:
+    """Whether a server's tools are offered now, with a 30 s cache and a 60 s flake grace.
+
+    `check(server)` asks the truth (is the upstream connected?). A failure within `grace`
+    seconds of the last success is a flake: the last success stands and nothing is cached, so a
+    server restarting quickly never blinks out of the listing.
+    """
+
+    check: Callable[[str], bool]
+    clock: Callable[[], float] = time.monotonic
+    ttl: float = 30.0
+    grace: float = 60.0
+    _cache: dict[str, tuple[bool, float]] = field(default_factory=dict)
+    _last_success: dict[str, float] = field(default_factory=dict)
+
+    def __call__(self, server: str) -> bool:
+        now = self.clock()
+        cached = self._cache.get(server)
+        if cached is not None and now - cached[1] < self.ttl:
+            return cached[0]
+        if self.check(server):
+            self._last_success[server] = now
+            self._cache[server] = (True, now)
+            return True
+        last = self._last_success.get(server)
+        if last is not None and now - last < self.grace:
+            return True
+        if cached is None or cached[0]:
+            logger.warning("server %s is unavailable; its tools are withdrawn", server)
+        self._cache[server] = (False, now)
+        return False
+
+    def forget(self, server: str) -> None:
+        """Drop the cached answer so the next call asks `check` (on a known state change)."""
+        self._cache.pop(server, None)
+
+    def unavailable(self, servers: Iterable[str]) -> frozenset[str]:
+        return frozenset(s for s in servers if not self(s))
