@@ -1,0 +1,215 @@
+"""What `tools/list` returns for one session: its tier, core tools and bridge tools (SPEC §6.2, §6.5).
+
+Pure data to data. The server layer passes in the session's core and deferred tools and gets back
+the exact tool definitions to send; the same inputs in any order give byte-identical answers, so a
+session is told `list_changed` only when something real changed.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from mcp import types
+
+from proxy.config import ToolSearchSettings
+from proxy.listing import NO_LISTING, Form, Listing, listing_budget, render_listing
+
+__all__ = [
+    "BRIDGE_TOOL_NAMES",
+    "MAX_DESCRIBE",
+    "MAX_QUERIES",
+    "Surface",
+    "SurfaceCache",
+    "Tier",
+    "build_surface",
+]
+
+BRIDGE_TOOL_NAMES = ("tool_search", "tool_describe", "tool_call")
+MAX_QUERIES = 7
+MAX_DESCRIBE = 10
+
+Tier = Literal["pass-through", "bridge"]
+
+_READ_ONLY = types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+
+@dataclass(frozen=True)
+class Surface:
+    """One session's `tools/list`, with the figures `toolbridge catalog` reports.
+
+    `budget` is the listing budget that applied: 0 when no listing was wanted (pass-through tier
+    or `listing: off`). `collapsed` names the servers shown as summary lines.
+    """
+
+    tools: tuple[types.Tool, ...]
+    tier: Tier
+    form: Form
+    budget: int
+    listing_tokens: int
+    deferred_count: int
+    collapsed: tuple[str, ...] = ()
+
+
+def build_surface(
+    core: Sequence[types.Tool],
+    deferred: Mapping[str, Sequence[types.Tool]],
+    settings: ToolSearchSettings,
+    context_tokens: int | None,
+) -> Surface:
+    """Build a session's tool surface from its core tools and its deferred tools per server label.
+
+    Tool names must be unique across `core` and `deferred` (the registry guarantees it); sorting
+    by name is what makes the answer independent of input order.
+    """
+    count = sum(len(tools) for tools in deferred.values())
+    if count == 0 or settings.enabled == "off":
+        everything = [*core, *(tool for tools in deferred.values() for tool in tools)]
+        return Surface(_by_name(everything), "pass-through", "none", 0, 0, count)
+    budget = 0 if settings.listing == "off" else listing_budget(context_tokens, settings)
+    listing = _listing(deferred, budget)
+    return Surface(
+        tools=(*_by_name(core), *_bridge_tools(count, listing, settings)),
+        tier="bridge",
+        form=listing.form,
+        budget=budget,
+        listing_tokens=listing.tokens,
+        deferred_count=count,
+        collapsed=listing.collapsed,
+    )
+
+
+def _by_name(tools: Iterable[types.Tool]) -> tuple[types.Tool, ...]:
+    return tuple(sorted(tools, key=lambda tool: tool.name))
+
+
+def _listing(deferred: Mapping[str, Sequence[types.Tool]], budget: int) -> Listing:
+    if budget <= 0:
+        return NO_LISTING
+    catalog = {
+        label: [(tool.name, tool.description or "") for tool in tools] for label, tools in deferred.items()
+    }
+    return render_listing(catalog, budget)
+
+
+def _bridge_tools(count: int, listing: Listing, settings: ToolSearchSettings) -> tuple[types.Tool, ...]:
+    return (
+        types.Tool(
+            name="tool_search",
+            description=_search_description(count, listing),
+            input_schema=_search_schema(settings),
+            annotations=_READ_ONLY,
+        ),
+        types.Tool(
+            name="tool_describe",
+            description=(
+                f"Get the full input schemas of deferred tools by exact name, up to {MAX_DESCRIBE} per "
+                "call, before calling them with `tool_call`. Names from the catalog or from search "
+                "results need no search first."
+            ),
+            input_schema=_object(
+                names=_string_list(MAX_DESCRIBE, 'Exact deferred tool names, e.g. ["git__git_status"].'),
+            ),
+            annotations=_READ_ONLY,
+        ),
+        types.Tool(
+            name="tool_call",
+            description=(
+                "Invoke a deferred tool by exact name, with arguments matching the inputSchema from "
+                "`tool_describe`. Tools offered directly (not deferred) are called directly, not here."
+            ),
+            input_schema=_object(
+                name={"type": "string", "description": "Exact deferred tool name."},
+                arguments={"type": "object", "description": "The tool's arguments; {} when it takes none."},
+            ),
+        ),
+    )
+
+
+def _search_description(count: int, listing: Listing) -> str:
+    """The `tool_search` framing; it is sent on every turn, so each sentence earns its place."""
+    noun = "tool" if count == 1 else "tools"
+    parts = [
+        f"Search {count} deferred {noun} (schemas not loaded) by keyword; returns names, "
+        "short descriptions and required parameters."
+    ]
+    if listing.text is not None:
+        parts.append("Every name in the catalog below exists: never claim one is unavailable.")
+    parts.append("With an exact name, skip search and use `tool_describe`.")
+    if listing.collapsed:
+        parts.append('Servers marked "names not listed" still have tools: search them.')
+    parts.append(
+        f'Use one query per capability: service name + action + object (e.g. "github create '
+        f'issue"), at most {MAX_QUERIES} queries.'
+    )
+    framing = " ".join(parts)
+    return framing if listing.text is None else f"{framing}\n\n{listing.text}"
+
+
+def _search_schema(settings: ToolSearchSettings) -> dict[str, Any]:
+    """`queries` is advertised as an array only, though the bridge also accepts a bare string.
+
+    A property-level `anyOf` is where client schema support is weakest (Gemini function
+    declarations and OpenAI strict mode reject or flatten it), and one clear shape steers the
+    model to batch its queries; leniency belongs to the server, not the advertised contract.
+    """
+    return _object(
+        queries=_string_list(
+            MAX_QUERIES, 'Keyword queries, one per capability, e.g. ["slack send message"].'
+        ),
+        limit={
+            "type": "integer",
+            "minimum": 1,
+            "maximum": settings.max_search_limit,
+            "description": f"Matches per query (default {settings.search_default_limit}).",
+        },
+        required=("queries",),
+    )
+
+
+def _string_list(max_items: int, description: str) -> dict[str, Any]:
+    return {
+        "type": "array",
+        "items": {"type": "string"},
+        "minItems": 1,
+        "maxItems": max_items,
+        "description": description,
+    }
+
+
+def _object(required: Sequence[str] | None = None, **properties: dict[str, Any]) -> dict[str, Any]:
+    """An object schema; every property is required unless `required` says otherwise."""
+    names = list(properties) if required is None else list(required)
+    return {"type": "object", "properties": properties, "required": names}
+
+
+class SurfaceCache:
+    """A small LRU of built surfaces, so repeated `tools/list` calls cost one dict lookup.
+
+    The caller's key must cover every input of `build_surface` that can change (the server layer
+    uses generation, unavailable servers, profile and context size); settings are fixed for the
+    cache's lifetime, so a config reload makes a new cache.
+    """
+
+    def __init__(self, max_entries: int = 32) -> None:
+        self._max_entries = max(1, max_entries)
+        self._entries: OrderedDict[Hashable, Surface] = OrderedDict()
+
+    def get(self, key: Hashable, build: Callable[[], Surface]) -> Surface:
+        """The surface cached under `key`, calling `build` only on a miss."""
+        surface = self._entries.get(key)
+        if surface is not None:
+            self._entries.move_to_end(key)
+            return surface
+        surface = self._entries[key] = build()
+        if len(self._entries) > self._max_entries:
+            self._entries.popitem(last=False)
+        return surface
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)

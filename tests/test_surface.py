@@ -1,0 +1,280 @@
+"""A session's `tools/list` (SPEC §6.2, §6.5): tiers, bridge tools, determinism and caching."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from mcp import types
+
+from proxy.config import ToolSearchSettings
+from proxy.listing import HEADING, estimate_tokens, render_listing
+from proxy.surface import BRIDGE_TOOL_NAMES, MAX_DESCRIBE, MAX_QUERIES, Surface, SurfaceCache, build_surface
+
+REAL_FLEET = Path("/work/shared/catalogs/real-fleet.json")
+DEFAULTS = ToolSearchSettings()
+
+
+def tool(name: str, description: str = "", **properties: Any) -> types.Tool:
+    return types.Tool(
+        name=name,
+        description=description,
+        input_schema={"type": "object", "properties": properties, "required": sorted(properties)},
+    )
+
+
+CORE = [tool("time__get_current_time", "Get the current time.", timezone={"type": "string"})]
+DEFERRED = {
+    "git": [tool("git__git_status", "Shows the working tree status.", repo_path={"type": "string"})],
+    "fetch": [
+        tool("fetch__fetch", "Fetches a URL from the internet. Returns markdown.", url={"type": "string"}),
+        tool("fetch__head", "Fetch only the headers of a URL."),
+    ],
+}
+
+
+def wire(surface: Surface) -> bytes:
+    """The `tools/list` answer as a client receives it."""
+    return json.dumps([t.model_dump(by_alias=True, exclude_none=True) for t in surface.tools]).encode()
+
+
+def by_name(surface: Surface) -> dict[str, types.Tool]:
+    return {t.name: t for t in surface.tools}
+
+
+def settings(**overrides: Any) -> ToolSearchSettings:
+    return DEFAULTS.model_copy(update=overrides)
+
+
+@pytest.mark.parametrize(
+    ("context", "overrides", "budget", "form"),
+    [
+        (200_000, {}, 4000, "full"),
+        (40_000, {}, 2000, "full"),
+        (None, {}, 4000, "full"),
+        (200_000, {"threshold_pct": 0}, 0, "none"),
+        (200_000, {"listing": "off"}, 0, "none"),
+        (None, {"listing": "off"}, 0, "none"),
+    ],
+)
+def test_budget_and_listing(context: int | None, overrides: dict[str, Any], budget: int, form: str) -> None:
+    surface = build_surface(CORE, DEFERRED, settings(**overrides), context)
+    assert (surface.tier, surface.budget, surface.form) == ("bridge", budget, form)
+    search = by_name(surface)["tool_search"].description or ""
+    assert (HEADING in search) == (form != "none")
+    listing = search[search.index(HEADING) :] if form != "none" else ""
+    assert surface.listing_tokens == estimate_tokens(listing)
+
+
+@pytest.mark.parametrize(
+    ("deferred", "overrides"),
+    [({}, {}), ({"git": []}, {}), (DEFERRED, {"enabled": "off"})],
+)
+def test_pass_through_offers_every_tool_in_scope_with_full_schemas(
+    deferred: Mapping[str, Sequence[types.Tool]], overrides: dict[str, Any]
+) -> None:
+    surface = build_surface(CORE, deferred, settings(**overrides), 200_000)
+    everything = [*CORE, *(t for tools in deferred.values() for t in tools)]
+    assert surface.tier == "pass-through"
+    assert surface.form == "none"
+    assert list(surface.tools) == sorted(everything, key=lambda t: t.name)
+    assert not set(BRIDGE_TOOL_NAMES) & set(by_name(surface))
+
+
+def test_bridge_tier_is_core_tools_then_the_bridge_tools() -> None:
+    core = [tool("zeta__z"), *CORE, tool("alpha__a")]
+    surface = build_surface(core, DEFERRED, DEFAULTS, None)
+    assert [t.name for t in surface.tools] == [
+        "alpha__a",
+        "time__get_current_time",
+        "zeta__z",
+        *BRIDGE_TOOL_NAMES,
+    ]
+    assert surface.tools[1] is CORE[0]
+    assert surface.deferred_count == 3
+
+
+def test_listing_closes_the_search_description() -> None:
+    surface = build_surface(CORE, DEFERRED, DEFAULTS, None)
+    catalog = {label: [(t.name, t.description or "") for t in tools] for label, tools in DEFERRED.items()}
+    listing = render_listing(catalog, 4000)
+    assert listing.text is not None
+    assert (by_name(surface)["tool_search"].description or "").endswith("\n\n" + listing.text)
+
+
+SEARCH_GOLDEN = """\
+Search 3 deferred tools (schemas not loaded) by keyword; returns names, short descriptions and required \
+parameters. Every name in the catalog below exists: never claim one is unavailable. With an exact name, \
+skip search and use `tool_describe`. Use one query per capability: service name + action + object (e.g. \
+"github create issue"), at most 7 queries.
+
+Deferred tool catalog (call schemas via `tool_describe`, invoke via `tool_call`):
+fetch tools (2):
+- fetch__fetch: Fetches a URL from the internet.
+- fetch__head: Fetch only the headers of a URL.
+git tools (1):
+- git__git_status: Shows the working tree status."""
+
+
+def test_search_description_golden() -> None:
+    surface = build_surface(CORE, DEFERRED, DEFAULTS, 200_000)
+    assert by_name(surface)["tool_search"].description == SEARCH_GOLDEN
+
+
+def test_enabled_auto_behaves_as_on() -> None:
+    auto = build_surface(CORE, DEFERRED, settings(enabled="auto"), 40_000)
+    assert wire(auto) == wire(build_surface(CORE, DEFERRED, settings(enabled="on"), 40_000))
+
+
+BULKY = {"bulk": [tool(f"bulk__operation_{i:02}") for i in range(30)], "git": DEFERRED["git"]}
+
+
+@pytest.mark.parametrize(
+    ("deferred", "context", "present", "absent"),
+    [
+        (
+            DEFERRED,
+            200_000,
+            ["Search 3 deferred tools", "never claim one is unavailable", "at most 7"],
+            ['"names not listed"'],
+        ),
+        (BULKY, 2_000, ['"names not listed" still have tools', "never claim one is unavailable"], []),
+        (
+            DEFERRED,
+            0,
+            ["Search 3 deferred tools", "`tool_describe`", "at most 7"],
+            ["catalog below", '"names not listed"', HEADING],
+        ),
+        ({"git": DEFERRED["git"]}, None, ["Search 1 deferred tool "], []),
+    ],
+)
+def test_search_framing_says_only_what_applies(
+    deferred: Mapping[str, Sequence[types.Tool]], context: int, present: list[str], absent: list[str]
+) -> None:
+    description = by_name(build_surface(CORE, deferred, DEFAULTS, context))["tool_search"].description or ""
+    for phrase in present:
+        assert phrase in description
+    for phrase in absent:
+        assert phrase not in description
+
+
+def test_collapsed_servers_are_reported() -> None:
+    surface = build_surface(CORE, BULKY, DEFAULTS, 2_000)
+    assert (surface.form, surface.collapsed) == ("mixed", ("bulk",))
+
+
+def _validator(surface: Surface, name: str) -> jsonschema.Draft202012Validator:
+    schema = by_name(surface)[name].input_schema
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "valid"),
+    [
+        ("tool_search", {"queries": ["github create issue"]}, True),
+        ("tool_search", {"queries": ["a"] * MAX_QUERIES, "limit": 12}, True),
+        ("tool_search", {"queries": ["a"] * (MAX_QUERIES + 1)}, False),
+        ("tool_search", {"queries": ["a"], "limit": 13}, False),
+        ("tool_search", {"queries": ["a"], "limit": 0}, False),
+        ("tool_search", {"limit": 3}, False),
+        ("tool_describe", {"names": ["git__git_status"] * MAX_DESCRIBE}, True),
+        ("tool_describe", {"names": ["git__git_status"] * (MAX_DESCRIBE + 1)}, False),
+        ("tool_describe", {}, False),
+        ("tool_call", {"name": "git__git_status", "arguments": {"repo_path": "."}}, True),
+        ("tool_call", {"name": "git__git_status", "arguments": {}}, True),
+        ("tool_call", {"name": "git__git_status"}, False),
+        ("tool_call", {"name": "git__git_status", "arguments": "{}"}, False),
+    ],
+)
+def test_bridge_schemas(name: str, arguments: dict[str, Any], valid: bool) -> None:
+    surface = build_surface(CORE, DEFERRED, settings(max_search_limit=12, search_default_limit=4), None)
+    assert _validator(surface, name).is_valid(arguments) is valid
+
+
+def test_search_limit_mentions_its_default() -> None:
+    surface = build_surface(CORE, DEFERRED, settings(max_search_limit=12, search_default_limit=4), None)
+    limit = by_name(surface)["tool_search"].input_schema["properties"]["limit"]
+    assert limit["maximum"] == 12
+    assert "default 4" in limit["description"]
+
+
+def _shuffled(
+    core: Sequence[types.Tool], deferred: Mapping[str, Sequence[types.Tool]], rng: random.Random
+) -> tuple[list[types.Tool], dict[str, list[types.Tool]]]:
+    labels = list(deferred)
+    rng.shuffle(labels)
+    return rng.sample(list(core), len(core)), {
+        label: rng.sample(list(deferred[label]), len(deferred[label])) for label in labels
+    }
+
+
+def _real_fleet(limit: int) -> dict[str, list[types.Tool]]:
+    if not REAL_FLEET.exists():
+        pytest.skip(f"{REAL_FLEET} is not available")
+    servers = json.loads(REAL_FLEET.read_text(encoding="utf-8"))["servers"]
+    fleet: dict[str, list[types.Tool]] = {}
+    count = 0
+    for label, server in sorted(servers.items()):
+        for raw in server["tools"][: limit - count]:
+            qualified = {**raw, "name": f"{label}__{raw['name']}"}
+            fleet.setdefault(label, []).append(types.Tool.model_validate(qualified))
+        count = sum(len(tools) for tools in fleet.values())
+    return fleet
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("context", [None, 1_000_000, 40_000, 8_000, 1_000])
+def test_shuffled_input_gives_identical_bytes(seed: int, context: int | None) -> None:
+    fleet = _real_fleet(500)
+    core = [fleet["git"][0], fleet["fetch"][0]]
+    deferred = {label: [t for t in tools if t not in core] for label, tools in fleet.items()}
+    expected = wire(build_surface(core, deferred, DEFAULTS, context))
+    shuffled_core, shuffled_deferred = _shuffled(core, deferred, random.Random(seed))
+    assert wire(build_surface(shuffled_core, shuffled_deferred, DEFAULTS, context)) == expected
+
+
+def test_500_real_tools_at_1m_context_keep_tool_search_under_4500_tokens() -> None:
+    deferred = _real_fleet(500)
+    surface = build_surface([], deferred, DEFAULTS, 1_000_000)
+    assert surface.deferred_count == 500
+    search = by_name(surface)["tool_search"]
+    definition = json.dumps(
+        search.model_dump(by_alias=True, exclude_none=True, include={"name", "description", "input_schema"})
+    )
+    assert surface.listing_tokens <= surface.budget == 4000
+    assert estimate_tokens(definition) < 4500
+
+
+def test_cache_builds_once_per_key() -> None:
+    cache = SurfaceCache()
+    builds: list[int] = []
+
+    def build() -> Surface:
+        builds.append(1)
+        return build_surface(CORE, DEFERRED, DEFAULTS, None)
+
+    first = cache.get((1, frozenset(), "default", None), build)
+    assert cache.get((1, frozenset(), "default", None), build) is first
+    assert len(builds) == 1
+    cache.get((2, frozenset(), "default", None), build)
+    assert len(builds) == 2
+
+
+def test_cache_is_bounded_and_evicts_the_least_recently_used() -> None:
+    cache = SurfaceCache(max_entries=2)
+    surface = build_surface(CORE, {}, DEFAULTS, None)
+    built: list[str] = []
+
+    def build(key: str) -> Surface:
+        return cache.get(key, lambda: built.append(key) or surface)
+
+    for key in ("a", "b", "a", "c", "a", "b"):
+        build(key)
+    assert built == ["a", "b", "c", "b"]
+    assert len(cache) == 2
