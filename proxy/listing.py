@@ -60,7 +60,11 @@ NO_LISTING = Listing(text=None, form="none", tokens=0)
 
 def estimate_tokens(text: str) -> int:
     """Tokens as the spec counts them: one per four characters, rounded up."""
-    return -(-len(text) // 4)
+    return _tokens(len(text))
+
+
+def _tokens(chars: int) -> int:
+    return -(-chars // 4)
 
 
 def listing_budget(context_tokens: int | None, settings: ToolSearchSettings) -> int:
@@ -70,9 +74,8 @@ def listing_budget(context_tokens: int | None, settings: ToolSearchSettings) -> 
     non-negative values that reach it, and exact for any context size.
     """
     if context_tokens is None:
-        pct_leg = UNKNOWN_CONTEXT_PCT_LEG
-    else:
-        pct_leg = context_tokens * settings.threshold_pct // 100
+        return min(settings.listing_max_tokens, UNKNOWN_CONTEXT_PCT_LEG)
+    pct_leg = context_tokens * settings.threshold_pct // 100
     return max(0, min(settings.listing_max_tokens, pct_leg))
 
 
@@ -156,7 +159,7 @@ def _collapse(servers: Sequence[_Blocks], budget: int) -> Listing:
         chars += len(servers[index].summary) - len(blocks[index])
         blocks[index] = servers[index].summary
         collapsed.append(servers[index].label)
-        if -(-chars // 4) <= budget:
+        if _tokens(chars) <= budget:
             text = _join(blocks)
             form: Form = "groups" if len(collapsed) == len(servers) else "mixed"
             return Listing(text=text, form=form, tokens=estimate_tokens(text), collapsed=tuple(collapsed))
