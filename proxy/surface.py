@@ -7,8 +7,7 @@ session is told `list_changed` only when something real changed.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -22,7 +21,6 @@ __all__ = [
     "MAX_DESCRIBE",
     "MAX_QUERIES",
     "Surface",
-    "SurfaceCache",
     "Tier",
     "build_surface",
 ]
@@ -183,33 +181,3 @@ def _object(required: Sequence[str] | None = None, **properties: dict[str, Any])
     """An object schema; every property is required unless `required` says otherwise."""
     names = list(properties) if required is None else list(required)
     return {"type": "object", "properties": properties, "required": names}
-
-
-class SurfaceCache:
-    """A small LRU of built surfaces, so repeated `tools/list` calls cost one dict lookup.
-
-    The caller's key must cover every input of `build_surface` that can change (the server layer
-    uses generation, unavailable servers, profile and context size); settings are fixed for the
-    cache's lifetime, so a config reload makes a new cache.
-    """
-
-    def __init__(self, max_entries: int = 32) -> None:
-        self._max_entries = max(1, max_entries)
-        self._entries: OrderedDict[Hashable, Surface] = OrderedDict()
-
-    def get(self, key: Hashable, build: Callable[[], Surface]) -> Surface:
-        """The surface cached under `key`, calling `build` only on a miss."""
-        surface = self._entries.get(key)
-        if surface is not None:
-            self._entries.move_to_end(key)
-            return surface
-        surface = self._entries[key] = build()
-        if len(self._entries) > self._max_entries:
-            self._entries.popitem(last=False)
-        return surface
-
-    def clear(self) -> None:
-        self._entries.clear()
-
-    def __len__(self) -> int:
-        return len(self._entries)

@@ -14,7 +14,7 @@ from mcp import types
 
 from proxy.config import ToolSearchSettings
 from proxy.listing import HEADING, estimate_tokens, render_listing
-from proxy.surface import BRIDGE_TOOL_NAMES, MAX_DESCRIBE, MAX_QUERIES, Surface, SurfaceCache, build_surface
+from proxy.surface import BRIDGE_TOOL_NAMES, MAX_DESCRIBE, MAX_QUERIES, Surface, build_surface
 
 REAL_FLEET = Path("/work/shared/catalogs/real-fleet.json")
 DEFAULTS = ToolSearchSettings()
@@ -249,32 +249,3 @@ def test_500_real_tools_at_1m_context_keep_tool_search_under_4500_tokens() -> No
     )
     assert surface.listing_tokens <= surface.budget == 4000
     assert estimate_tokens(definition) < 4500
-
-
-def test_cache_builds_once_per_key() -> None:
-    cache = SurfaceCache()
-    builds: list[int] = []
-
-    def build() -> Surface:
-        builds.append(1)
-        return build_surface(CORE, DEFERRED, DEFAULTS, None)
-
-    first = cache.get((1, frozenset(), "default", None), build)
-    assert cache.get((1, frozenset(), "default", None), build) is first
-    assert len(builds) == 1
-    cache.get((2, frozenset(), "default", None), build)
-    assert len(builds) == 2
-
-
-def test_cache_is_bounded_and_evicts_the_least_recently_used() -> None:
-    cache = SurfaceCache(max_entries=2)
-    surface = build_surface(CORE, {}, DEFAULTS, None)
-    built: list[str] = []
-
-    def build(key: str) -> Surface:
-        return cache.get(key, lambda: built.append(key) or surface)
-
-    for key in ("a", "b", "a", "c", "a", "b"):
-        build(key)
-    assert built == ["a", "b", "c", "b"]
-    assert len(cache) == 2

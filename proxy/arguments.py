@@ -1,0 +1,114 @@
+"""Checking `tool_call` arguments before they reach an upstream.
+
+Models often send `"5"` for 5 or `"true"` for true; those are coerced per the schema. Then the
+required keys are checked, then the JSON Schema. A schema that cannot be used (invalid, or an
+external `$ref`) lets the call through: the upstream is the final judge, we only save a round trip.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from jsonschema import exceptions as schema_errors
+from jsonschema import validators
+
+from proxy.errors import InvalidArguments
+
+logger = logging.getLogger(__name__)
+
+
+def _types_of(schema: Any) -> list[str]:
+    if not isinstance(schema, Mapping):
+        return []
+    declared = schema.get("type")
+    if isinstance(declared, str):
+        return [declared]
+    if isinstance(declared, list):
+        return [t for t in declared if isinstance(t, str)]
+    return []
+
+
+def _coerce_value(value: Any, schema: Any) -> Any:
+    """Turn a string into the number, boolean or JSON value the schema asks for, if it parses."""
+    types = _types_of(schema)
+    if not isinstance(value, str) or not types or "string" in types:
+        return value
+    text = value.strip()
+    for kind in types:
+        if kind == "integer":
+            try:
+                return int(text)
+            except ValueError:
+                continue
+        if kind == "number":
+            try:
+                number = float(text)
+            except ValueError:
+                continue
+            return int(number) if number.is_integer() and "." not in text and "e" not in text.lower() else number
+        if kind == "boolean" and text.lower() in ("true", "false"):
+            return text.lower() == "true"
+        if kind in ("object", "array"):
+            try:
+                parsed = json.loads(text)
+            except ValueError:
+                continue
+            if isinstance(parsed, dict if kind == "object" else list):
+                return parsed
+        if kind == "null" and text.lower() in ("null", "none"):
+            return None
+    return value
+
+
+def coerce_arguments(arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Coerce string-typed top-level values to the types the schema's properties declare."""
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return dict(arguments)
+    return {key: _coerce_value(value, properties.get(key)) for key, value in arguments.items()}
+
+
+def _path(parts: Any) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+
+
+def validate_arguments(arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> None:
+    """Check required keys, then the whole JSON Schema.
+
+    Raises:
+        InvalidArguments: with the path (`arguments.size_gb`), the failed constraint and the schema.
+    """
+    required = schema.get("required")
+    if isinstance(required, list):
+        missing = [key for key in required if isinstance(key, str) and key not in arguments]
+        if missing:
+            raise InvalidArguments(
+                f"missing required argument{'s' if len(missing) > 1 else ''}: {', '.join(missing)}",
+                f"arguments.{missing[0]}",
+                "required",
+                dict(schema),
+            )
+    try:
+        validator = validators.validator_for(schema)(schema)
+        error = schema_errors.best_match(validator.iter_errors(dict(arguments)))
+    except Exception as exc:  # an unusable schema fails open: the upstream decides
+        logger.debug("schema not usable for validation (%s); passing the call through", exc)
+        return
+    if error is not None:
+        raise InvalidArguments(
+            error.message, "arguments" + _path(error.absolute_path), str(error.validator), dict(schema)
+        )
+
+
+def check_arguments(arguments: Mapping[str, Any] | None, schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Coerce, then validate; return the arguments to send upstream.
+
+    Raises:
+        InvalidArguments: the call must not be made.
+    """
+    coerced = coerce_arguments(arguments or {}, schema)
+    validate_arguments(coerced, schema)
+    return coerced

@@ -1,0 +1,170 @@
+"""The three bridge tools: `tool_search`, `tool_describe`, `tool_call` (SPEC §6.5).
+
+Everything here sees one session's view only, so a session can never search, describe or call
+outside its scope. The answers are JSON text, built to be read by a model.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from proxy.arguments import check_arguments
+from proxy.catalog import Catalog, SessionView
+from proxy.errors import OutOfScope, ToolCallError, UnknownTool
+from proxy.registry import ToolEntry
+from proxy.surface import MAX_DESCRIBE, MAX_QUERIES
+
+DESCRIPTION_LIMIT = 500
+_NO_MATCH_HINT = (
+    "No tool matched. Retry with the service name plus an action and an object "
+    "(for example 'github create issue'), or pick a source below."
+)
+_NOT_FOUND_HINT = "Unknown or unavailable names. Use tool_search to find exact names."
+
+
+class BridgeError(ToolCallError):
+    """A bridge call was malformed (wrong argument types, too many names)."""
+
+
+def _as_list(value: Any, field: str, maximum: int) -> list[str]:
+    """Accept a list of strings or one bare string; refuse anything else clearly."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v.strip() for v in value):
+        raise BridgeError(f"'{field}' must be a non-empty list of strings")
+    if len(value) > maximum:
+        raise BridgeError(f"'{field}' takes at most {maximum} entries, got {len(value)}; split the request")
+    return [v.strip() for v in value]
+
+
+def _limit(value: Any, default: int, maximum: int) -> int:
+    if value is None:
+        return default
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise BridgeError("'limit' must be an integer") from None
+    return min(max(number, 1), maximum)
+
+
+def _truncate(text: str, limit: int = DESCRIPTION_LIMIT) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _required(entry: ToolEntry) -> list[str]:
+    required = entry.input_schema.get("required")
+    return [r for r in required if isinstance(r, str)] if isinstance(required, list) else []
+
+
+def search(catalog: Catalog, view: SessionView, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """Run each query over the session's deferred tools.
+
+    Raises:
+        BridgeError: malformed arguments or more than `MAX_QUERIES` queries.
+    """
+    settings = catalog.toolsets.tool_search
+    queries = _as_list(arguments.get("queries"), "queries", MAX_QUERIES)
+    limit = _limit(arguments.get("limit"), settings.search_default_limit, settings.max_search_limit)
+    tools = catalog.registry.tools
+    results: list[dict[str, Any]] = []
+    found: dict[str, dict[str, Any]] = {}
+    for query in queries:
+        matches = catalog.index.search(query, limit=limit, scope=view.deferred)
+        group: dict[str, Any] = {"query": query, "matches": matches}
+        if not matches:
+            counts = Counter(tools[name].server for name in view.deferred)
+            group["available_sources"] = [{"server": s, "tools": n} for s, n in sorted(counts.items())]
+            group["hint"] = _NO_MATCH_HINT
+        results.append(group)
+        for name in matches:
+            entry = tools[name]
+            found[name] = {
+                "server": entry.server,
+                "description": _truncate(entry.description),
+                "required": _required(entry),
+            }
+    return {
+        "queries": queries,
+        "total_available": len(view.deferred),
+        "results": results,
+        "tools": found,
+    }
+
+
+def describe(catalog: Catalog, view: SessionView, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """Full schemas for tools in scope; unknown or out-of-scope names go to `not_found`.
+
+    Raises:
+        BridgeError: malformed arguments or more than `MAX_DESCRIBE` names.
+    """
+    names = _as_list(arguments.get("names"), "names", MAX_DESCRIBE)
+    described: dict[str, Any] = {}
+    not_found: list[str] = []
+    for name in names:
+        entry = catalog.registry.get(name)
+        if entry is None or name not in view.scope:
+            not_found.append(name)
+            continue
+        described[name] = {"description": entry.description, "inputSchema": entry.input_schema}
+        if entry.tool.output_schema is not None:
+            described[name]["outputSchema"] = entry.tool.output_schema
+    answer: dict[str, Any] = {"tools": described}
+    if not_found:
+        answer["not_found"] = not_found
+        suggestions = sorted({s for name in not_found for s in suggest(view, name)})
+        answer["hint"] = _NOT_FOUND_HINT + (f" Did you mean: {', '.join(suggestions)}?" if suggestions else "")
+    return answer
+
+
+def suggest(view: SessionView, name: str, limit: int = 5) -> list[str]:
+    """Did-you-mean candidates from the session's scope: `*__<name>` first, then close spellings."""
+    candidates = sorted(view.scope)
+    exact = [c for c in candidates if c.endswith(f"__{name}")]
+    if exact:
+        return exact[:limit]
+    close = difflib.get_close_matches(name, candidates, n=limit, cutoff=0.6)
+    tails = {c.split("__", 1)[-1]: c for c in candidates}
+    close += [tails[t] for t in difflib.get_close_matches(name, list(tails), n=limit, cutoff=0.75)]
+    return sorted(dict.fromkeys(close))[:limit]
+
+
+@dataclass(frozen=True)
+class PreparedCall:
+    entry: ToolEntry
+    arguments: dict[str, Any]
+
+
+def prepare_call(catalog: Catalog, view: SessionView, arguments: Mapping[str, Any]) -> PreparedCall:
+    """Check a `tool_call` in the SPEC's order: deferred, in scope, then the arguments.
+
+    Raises:
+        BridgeError: the bridge call itself is malformed, or the name is a core tool.
+        UnknownTool: no such tool (with did-you-mean candidates from this session's scope).
+        OutOfScope: the tool exists but not for this session.
+        InvalidArguments: the arguments do not fit the tool's schema; nothing was invoked.
+    """
+    name = arguments.get("name")
+    if not isinstance(name, str) or not name:
+        raise BridgeError("'name' must be the exact tool name from tool_search")
+    tool_arguments = arguments.get("arguments") or {}
+    if isinstance(tool_arguments, str):
+        try:
+            tool_arguments = json.loads(tool_arguments)
+        except ValueError:
+            raise BridgeError("'arguments' must be a JSON object") from None
+    if not isinstance(tool_arguments, dict):
+        raise BridgeError("'arguments' must be a JSON object")
+    if name in view.core:
+        raise BridgeError(f"'{name}' is a core tool: call it directly, not through tool_call")
+    entry = catalog.registry.get(name)
+    if entry is None:
+        raise UnknownTool(name, suggest(view, name))
+    if name not in view.allowed:
+        raise OutOfScope(name)
+    return PreparedCall(entry, check_arguments(tool_arguments, entry.input_schema))

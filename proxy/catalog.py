@@ -1,0 +1,120 @@
+"""What one session may see: its scope, core and deferred tools, and its `tools/list` surface.
+
+Joins the registry, the configured toolsets and profiles, availability and the search index. A
+view is computed once per (generation, unavailable servers, profile, context size) and cached,
+so repeated `tools/list` calls and bridge calls cost a dictionary lookup.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+from mcp import types
+
+from proxy.config import ProfileConfig, ToolsetsConfig
+from proxy.registry import Registry, ToolEntry
+from proxy.search import SearchIndex, doc_from_tool
+from proxy.surface import Surface, build_surface
+from proxy.toolsets import ToolsetCatalog, session_scope, split_core
+
+
+@dataclass(frozen=True)
+class SessionView:
+    """One session's world. `allowed` includes tools of servers that are down right now."""
+
+    profile: str
+    context_tokens: int | None
+    allowed: frozenset[str]
+    core: frozenset[str]
+    deferred: frozenset[str]
+    surface: Surface
+    fingerprint: str
+
+    @property
+    def scope(self) -> frozenset[str]:
+        return self.core | self.deferred
+
+
+def _fingerprint(tools: tuple[types.Tool, ...]) -> str:
+    wire = [tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in tools]
+    return hashlib.sha256(json.dumps(wire, sort_keys=True).encode()).hexdigest()
+
+
+class Catalog:
+    """Session views over the live registry."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        toolsets: ToolsetsConfig,
+        is_available: Callable[[str], bool],
+        *,
+        default_context_tokens: int | None = None,
+    ) -> None:
+        self.registry = registry
+        self.toolsets = toolsets
+        self.is_available = is_available
+        self.default_context_tokens = default_context_tokens
+        self.index = SearchIndex()
+        self._views: dict[tuple[object, ...], SessionView] = {}
+        for server in registry.servers:
+            self._index_server(server, list(registry.server_tools(server).values()))
+        registry.add_listener(self._index_server)
+
+    def _index_server(self, server: str, entries: list[ToolEntry]) -> None:
+        docs = [doc_from_tool(e.name, e.server, e.raw_name, e.description, e.input_schema) for e in entries]
+        self.index.set_server(server, docs)
+
+    # --- profiles ----------------------------------------------------------------------------
+
+    def has_profile(self, name: str) -> bool:
+        return name in self.toolsets.profiles
+
+    def profile_for_client(self, client_name: str | None) -> str:
+        """The first profile (by name) whose `match` glob matches the client's name, else `default`."""
+        if client_name:
+            for name, profile in sorted(self.toolsets.profiles.items()):
+                if profile.match and fnmatchcase(client_name.lower(), profile.match.lower()):
+                    return name
+        return "default"
+
+    def _profile(self, name: str) -> ProfileConfig:
+        return self.toolsets.profiles.get(name) or self.toolsets.profiles["default"]
+
+    # --- views -------------------------------------------------------------------------------
+
+    def unavailable_servers(self) -> frozenset[str]:
+        return frozenset(s for s in self.registry.servers if not self.is_available(s))
+
+    def view(self, profile: str) -> SessionView:
+        """The session view for a profile, computed once per catalog state."""
+        unavailable = self.unavailable_servers()
+        key = (self.registry.generation, unavailable, profile)
+        view = self._views.get(key)
+        if view is None:
+            if any(k[:2] != key[:2] for k in self._views):
+                self._views.clear()
+            view = self._views[key] = self._build_view(profile, unavailable)
+        return view
+
+    def _build_view(self, profile_name: str, unavailable: frozenset[str]) -> SessionView:
+        profile = self._profile(profile_name)
+        catalog = ToolsetCatalog(self.toolsets.toolsets, self.registry.toolsets())
+        allowed = session_scope(profile, catalog)
+        tools = self.registry.tools
+        scope = frozenset(n for n in allowed if tools[n].server not in unavailable)
+        core, deferred = split_core(scope, self.toolsets.core)
+        by_server: dict[str, list[types.Tool]] = {}
+        for name in deferred:
+            by_server.setdefault(tools[name].server, []).append(tools[name].tool)
+        context = profile.context_tokens or self.default_context_tokens
+        surface = build_surface(
+            [tools[n].tool for n in core], by_server, self.toolsets.tool_search, context
+        )
+        return SessionView(
+            profile_name, context, allowed, core, deferred, surface, _fingerprint(surface.tools)
+        )

@@ -1,0 +1,248 @@
+"""The `toolbridge` command: serve, catalog, search, status, check.
+
+Output for people goes to stdout only in the one-shot commands; `serve` writes nothing but
+protocol to stdout. Logs always go to stderr, redacted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp.server.stdio import stdio_server
+
+from proxy import __version__, bridge
+from proxy.config import Config, load_config
+from proxy.errors import redact
+from proxy.gateway import Gateway, run_gateway
+from proxy.listing import estimate_tokens
+from proxy.server import ToolbridgeServer
+
+logger = logging.getLogger("proxy")
+
+
+class _RedactingFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
+def _setup_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+
+
+def _load(args: argparse.Namespace) -> Config:
+    config = load_config(args.config_dir)
+    for problem in config.problems:
+        logger.error("config: %s (this file is skipped; everything else runs)", problem)
+    for warning in config.warnings:
+        logger.warning("config: toolsets.yaml: %s", warning)
+    if args.profile and args.profile not in config.toolsets.profiles:
+        raise SystemExit(f"toolbridge: unknown profile {args.profile!r}")
+    return config
+
+
+def _watch_signals(scope: anyio.CancelScope) -> Any:
+    async def watch() -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                logger.info("received %s; shutting down", signal.Signals(signum).name)
+                scope.cancel()
+                return
+
+    return watch
+
+
+# --- serve ----------------------------------------------------------------------------------
+
+
+async def _serve(args: argparse.Namespace, config: Config) -> None:
+    async with run_gateway(config, context_tokens=args.context_tokens) as gateway:
+        toolbridge = ToolbridgeServer(
+            gateway.catalog,
+            gateway.fleet,
+            fleet_ready=gateway.fleet.ready,
+            startup_wait=config.toolsets.startup_wait,
+            profile=args.profile,
+        )
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_watch_signals(tg.cancel_scope))
+            await tg.start(toolbridge.watch_changes)
+            if args.transport == "stdio":
+                async with stdio_server() as (read, write):
+                    await toolbridge.server.run(read, write, toolbridge.server.create_initialization_options())
+            else:
+                await _serve_http(args, gateway, toolbridge)
+            tg.cancel_scope.cancel()
+
+
+async def _serve_http(args: argparse.Namespace, gateway: Gateway, toolbridge: ToolbridgeServer) -> None:
+    import uvicorn
+
+    from proxy.http import GatewayApp, default_allowed_hosts
+
+    def health() -> dict[str, Any]:
+        return {"status": "ok", "servers": {s.name: s.state.name.lower() for s in gateway.fleet.status()}}
+
+    hosts = default_allowed_hosts(args.host, args.allowed_host)
+    origins = [f"http://{h}" for h in hosts] + [f"https://{h}" for h in hosts] + list(args.allowed_origin)
+    app = GatewayApp(
+        toolbridge,
+        allowed_hosts=hosts,
+        allowed_origins=origins,
+        auth_token=args.auth_token or os.environ.get("TOOLBRIDGE_AUTH_TOKEN") or None,
+        health=health,
+    )
+
+    class Server(uvicorn.Server):
+        def capture_signals(self) -> Any:  # signals are handled by our task group
+            return _nullcontext()
+
+    server = Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", lifespan="on"))
+    logger.info("serving Streamable HTTP on http://%s:%s/mcp", args.host, args.port)
+    try:
+        await server.serve()
+    finally:
+        server.should_exit = True
+
+
+def _nullcontext() -> Any:
+    from contextlib import nullcontext
+
+    return nullcontext()
+
+
+# --- one-shot commands ----------------------------------------------------------------------
+
+
+async def _with_fleet(args: argparse.Namespace, config: Config, work: Any) -> Any:
+    async with run_gateway(config, context_tokens=args.context_tokens) as gateway:
+        await gateway.wait_until_ready(args.wait)
+        return work(gateway)
+
+
+def _catalog_report(gateway: Gateway, profile: str) -> dict[str, Any]:
+    view = gateway.catalog.view(profile)
+    tools = [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in view.surface.tools]
+    raw = [gateway.registry.tools[n].tool.model_dump(by_alias=True, exclude_none=True, mode="json")
+           for n in sorted(view.scope)]
+    sent, full = estimate_tokens(json.dumps(tools)), estimate_tokens(json.dumps(raw))
+    return {
+        "profile": profile,
+        "context_tokens": view.context_tokens,
+        "tier": view.surface.tier,
+        "form": view.surface.form,
+        "budget": view.surface.budget,
+        "listing_tokens": view.surface.listing_tokens,
+        "deferred_tools": view.surface.deferred_count,
+        "core_tools": len(view.core),
+        "tokens": sent,
+        "raw_schema_tokens": full,
+        "reduction_pct": round(100 * (1 - sent / full), 1) if full else 0.0,
+        "tools": tools,
+    }
+
+
+def _print_catalog(report: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+        return
+    print(f"profile: {report['profile']}  context: {report['context_tokens'] or 'unknown'}  "
+          f"tier: {report['tier']}  form: {report['form']}  budget: {report['budget']} tokens")
+    print(f"core tools: {report['core_tools']}  deferred tools: {report['deferred_tools']}  "
+          f"listing: ~{report['listing_tokens']} tokens")
+    print(f"tools/list: ~{report['tokens']} tokens; the raw schemas would be ~{report['raw_schema_tokens']} "
+          f"({report['reduction_pct']}% smaller)")
+    for tool in report["tools"]:
+        print(f"\n## {tool['name']}\n{tool.get('description', '')}")
+        print(json.dumps(tool.get("inputSchema", {}), ensure_ascii=False))
+
+
+def _status_rows(gateway: Gateway) -> list[dict[str, Any]]:
+    return [
+        {"server": s.name, "state": s.state.name.lower(), "tools": s.tool_count, "reason": s.reason or ""}
+        for s in gateway.fleet.status()
+    ]
+
+
+def _check(config: Config) -> int:
+    for problem in config.problems:
+        print(f"error: {problem}", file=sys.stderr)
+    for warning in config.warnings:
+        print(f"warning: toolsets.yaml: {warning}", file=sys.stderr)
+    print(f"{len(config.upstreams)} upstream(s) valid, {len(config.problems)} problem(s)")
+    return 1 if config.problems else 0
+
+
+# --- argument parsing -----------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="toolbridge", description="One MCP endpoint for many MCP servers.")
+    parser.add_argument("--version", action="version", version=f"toolbridge {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config-dir", type=Path, default=Path(os.environ.get("TOOLBRIDGE_HOME", ".")))
+    common.add_argument("--profile", help="profile to use (default: by client name, else 'default')")
+    common.add_argument("--context-tokens", type=int, help="client context size for profiles that set none")
+    common.add_argument("--log-level", default=os.environ.get("TOOLBRIDGE_LOG_LEVEL", "info"))
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", parents=[common], help="serve MCP over stdio (default) or HTTP")
+    serve.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8765)
+    serve.add_argument("--auth-token", help="require this bearer token (or set TOOLBRIDGE_AUTH_TOKEN)")
+    serve.add_argument("--allowed-host", action="append", default=[], help="extra allowed Host header value")
+    serve.add_argument("--allowed-origin", action="append", default=[], help="extra allowed Origin")
+
+    waiting = argparse.ArgumentParser(add_help=False)
+    waiting.add_argument("--wait", type=float, default=30.0, help="seconds to wait for the fleet to connect")
+    catalog = commands.add_parser("catalog", parents=[common, waiting], help="print what a client would get")
+    catalog.add_argument("--json", action="store_true")
+    search = commands.add_parser("search", parents=[common, waiting], help="search the deferred tools")
+    search.add_argument("queries", nargs="+")
+    search.add_argument("--limit", type=int)
+    commands.add_parser("status", parents=[common, waiting], help="connect the fleet and show each server")
+    commands.add_parser("check", parents=[common], help="validate the config; non-zero exit on problems")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    _setup_logging(args.log_level)
+    config = _load(args)
+    if args.command == "check":
+        return _check(config)
+    if args.command == "serve":
+        anyio.run(_serve, args, config)
+        return 0
+    profile = args.profile or "default"
+    if args.command == "catalog":
+        _print_catalog(anyio.run(_with_fleet, args, config, lambda g: _catalog_report(g, profile)), args.json)
+    elif args.command == "search":
+        query = {"queries": args.queries, "limit": args.limit}
+        def run_search(g: Gateway) -> dict[str, Any]:
+            return bridge.search(g.catalog, g.catalog.view(profile), query)
+
+        result = anyio.run(_with_fleet, args, config, run_search)
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+    elif args.command == "status":
+        rows = anyio.run(_with_fleet, args, config, _status_rows)
+        for row in rows:
+            print(f"{row['server']:<24} {row['state']:<10} {row['tools']:>5} tools  {row['reason']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
