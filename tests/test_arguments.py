@@ -1,0 +1,79 @@
+"""Argument coercion and validation for `tool_call`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from proxy.arguments import check_arguments, coerce_arguments
+from proxy.errors import InvalidArguments
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "count": {"type": "integer", "minimum": 1},
+        "ratio": {"type": "number"},
+        "force": {"type": "boolean"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "options": {"type": "object"},
+        "name": {"type": "string"},
+        "maybe": {"type": ["integer", "null"]},
+        "nested": {"type": "object", "properties": {"depth": {"type": "integer"}}},
+    },
+    "required": ["count"],
+}
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ({"count": "5"}, {"count": 5}),
+        ({"count": 5, "ratio": "0.5"}, {"count": 5, "ratio": 0.5}),
+        ({"count": 1, "ratio": "3"}, {"count": 1, "ratio": 3}),
+        ({"count": 1, "force": "true"}, {"count": 1, "force": True}),
+        ({"count": 1, "force": "False"}, {"count": 1, "force": False}),
+        ({"count": 1, "tags": '["a", "b"]'}, {"count": 1, "tags": ["a", "b"]}),
+        ({"count": 1, "options": '{"x": 1}'}, {"count": 1, "options": {"x": 1}}),
+        ({"count": 1, "name": "42"}, {"count": 1, "name": "42"}),
+        ({"count": 1, "maybe": "null"}, {"count": 1, "maybe": None}),
+        ({"count": 1, "maybe": "7"}, {"count": 1, "maybe": 7}),
+        ({"count": "many"}, {"count": "many"}),
+        ({"count": 1, "unknown": "3"}, {"count": 1, "unknown": "3"}),
+    ],
+)
+def test_strings_are_coerced_to_the_declared_type(given: dict[str, Any], expected: dict[str, Any]) -> None:
+    assert coerce_arguments(given, SCHEMA) == expected
+
+
+@pytest.mark.parametrize(
+    ("given", "path", "constraint"),
+    [
+        ({}, "arguments.count", "required"),
+        ({"count": "many"}, "arguments.count", "type"),
+        ({"count": 0}, "arguments.count", "minimum"),
+        ({"count": 1, "tags": [1]}, "arguments.tags[0]", "type"),
+        ({"count": 1, "nested": {"depth": "x"}}, "arguments.nested.depth", "type"),
+    ],
+)
+def test_invalid_arguments_report_path_and_constraint(given: dict[str, Any], path: str, constraint: str) -> None:
+    with pytest.raises(InvalidArguments) as caught:
+        check_arguments(given, SCHEMA)
+    assert (caught.value.path, caught.value.constraint) == (path, constraint)
+    assert caught.value.input_schema == SCHEMA
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"x": {"$ref": "https://example.com/external.json"}}},
+        {"type": "object", "properties": {"x": {"type": "no-such-type"}}},
+        {"type": 12},
+    ],
+)
+def test_unusable_schemas_let_the_call_through(schema: dict[str, Any]) -> None:
+    assert check_arguments({"x": 1}, schema) == {"x": 1}
+
+
+def test_none_arguments_are_an_empty_object() -> None:
+    assert check_arguments(None, {"type": "object"}) == {}
