@@ -1,0 +1,305 @@
+"""The upstream fleet: one supervisor task per upstream, all in one task group.
+
+Each supervisor owns its connection (enter and exit in the same task), registers the server's
+tools, follows change notifications, keeps the connection alive, reconnects with backoff, and
+parks a server that keeps failing. Tool calls run in the caller's task on the live connection.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+from mcp import types
+
+from proxy import upstream
+from proxy.backoff import next_delay
+from proxy.config import UpstreamConfig
+from proxy.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from proxy.registry import Availability, Registry
+
+logger = logging.getLogger(__name__)
+
+KEEPALIVE_INTERVAL = 30.0
+PARK_AFTER_FAILURES = 5
+REPROBE_INTERVAL = 300.0
+STABLE_AFTER = 60.0  # a connection that lived this long wipes the failure count
+
+
+class State(enum.Enum):
+    STARTING = "starting"
+    READY = "ready"
+    BACKOFF = "backoff"
+    PARKED = "parked"
+    DISABLED = "disabled"
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    """One row of `Fleet.status()`; every text in it is already redacted."""
+
+    name: str
+    state: State
+    reason: str
+    tools: int
+    transport: str
+    last_error: str | None
+
+
+@dataclass
+class _Upstream:
+    config: UpstreamConfig
+    state: State = State.STARTING
+    reason: str = "starting"
+    last_error: str | None = None
+    transport: upstream.TransportChoice = "auto"
+    connection: upstream.Connection | None = None
+    failures: int = 0
+    settled: bool = False
+    down_epoch: int = 0
+    state_changed: anyio.Event = field(default_factory=anyio.Event)
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+
+class Fleet:
+    """Every configured upstream, connected concurrently and kept registered in `registry`."""
+
+    def __init__(
+        self,
+        upstreams: Mapping[str, UpstreamConfig],
+        registry: Registry,
+        *,
+        config_dir: Path,
+        log_dir: Path,
+        mode: str = "auto",
+        keepalive: float = KEEPALIVE_INTERVAL,
+        park_after: int = PARK_AFTER_FAILURES,
+        reprobe: float = REPROBE_INTERVAL,
+        grace: float = 60.0,
+    ) -> None:
+        self.registry = registry
+        self.availability = Availability(check=self.is_ready, grace=grace)
+        self.ready = anyio.Event()
+        self._config_dir = config_dir
+        self._log_dir = log_dir
+        self._mode = mode
+        self._keepalive = keepalive
+        self._park_after = park_after
+        self._reprobe = reprobe
+        self._grace = grace
+        self._tg: TaskGroup | None = None
+        self._servers: dict[str, _Upstream] = {}
+        for name, config in upstreams.items():
+            up = _Upstream(config, transport="stdio" if config.is_stdio else (config.transport or "auto"))
+            if not config.enabled:
+                up.state, up.reason, up.settled = State.DISABLED, "disabled in config", True
+            self._servers[name] = up
+
+    # --- public API ------------------------------------------------------------------------------
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Supervise every enabled upstream until cancelled; reports started at once."""
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                for up in self._servers.values():
+                    if up.state is not State.DISABLED:
+                        tg.start_soon(self._supervise, up, name=f"supervise {up.name}")
+                self._check_ready()
+                task_status.started()
+                await anyio.sleep_forever()
+        finally:
+            self._tg = None
+            for up in self._servers.values():
+                self.registry.remove_server(up.name)
+
+    def is_ready(self, server: str) -> bool:
+        up = self._servers.get(server)
+        return up is not None and up.state is State.READY
+
+    def state(self, server: str) -> State:
+        return self._servers[server].state
+
+    def status(self) -> list[ServerStatus]:
+        return [
+            ServerStatus(up.name, up.state, up.reason, len(self.registry.server_tools(up.name)),
+                         up.connection.transport if up.connection else up.transport, up.last_error)
+            for up in sorted(self._servers.values(), key=lambda u: u.name)
+        ]
+
+    async def wait_state(self, server: str, *states: State) -> None:
+        """Wait until `server` is in one of `states` (bound it with `fail_after`)."""
+        up = self._servers[server]
+        while up.state not in states:
+            await up.state_changed.wait()
+
+    async def call_tool(
+        self,
+        server: str,
+        raw_name: str,
+        arguments: dict[str, Any] | None,
+        progress_callback: upstream.ProgressCallback | None = None,
+    ) -> types.CallToolResult:
+        """Call a tool on `server`'s live connection, from the caller's task.
+
+        Cancelling the caller cancels the upstream request; progress is passed through. A call
+        that finds the upstream's session gone (it restarted) is retried once after reconnecting.
+
+        Raises:
+            UpstreamUnavailable: the server is not connected, or died during the call.
+            UpstreamTimeout: no answer within the server's `timeout`.
+            UpstreamError: the upstream answered with a protocol error.
+        """
+        up = self._servers.get(server)
+        if up is None:
+            raise UpstreamUnavailable(server, "no such upstream")
+        for attempt in range(2):
+            conn = up.connection
+            if up.state is not State.READY or conn is None:
+                raise UpstreamUnavailable(server, f"temporarily unavailable ({up.reason})")
+            try:
+                return await conn.call_tool(raw_name, arguments, timeout=up.config.timeout,
+                                            progress_callback=progress_callback)
+            except upstream.SessionLost:
+                if attempt:
+                    raise
+                await self._wait_replaced(up, conn)
+        raise AssertionError("unreachable")
+
+    # --- supervision -----------------------------------------------------------------------------
+
+    async def _supervise(self, up: _Upstream) -> None:
+        try:
+            while True:
+                try:
+                    await self._connect_and_serve(up)
+                    error: UpstreamError = UpstreamUnavailable(up.name, "connection closed")
+                except UpstreamError as exc:
+                    error = exc
+                except Exception as exc:  # a bug here must not take the other upstreams down
+                    logger.exception("server %s: supervisor failed", up.name)
+                    error = UpstreamError(up.name, f"{type(exc).__name__}: {exc}")
+                await self._after_failure(up, error)
+        finally:
+            up.connection = None
+            self.registry.remove_server(up.name)
+
+    async def _connect_and_serve(self, up: _Upstream) -> None:
+        """One connection's life: connect, list, serve until it ends.
+
+        Raises:
+            UpstreamError: the connection failed or ended.
+        """
+        config = up.config
+        started = anyio.current_time()
+        with anyio.CancelScope(deadline=started + config.connect_timeout) as scope:
+            async with (
+                upstream.connect(config, config_dir=self._config_dir, log_dir=self._log_dir,
+                                 transport=up.transport, mode=self._mode) as conn,
+                anyio.create_task_group() as tg,
+            ):
+                if conn.modern and conn.announces_changes:
+                    tg.start_soon(conn.follow_changes)
+                await self._refresh(up, conn)
+                scope.deadline = math.inf
+                up.connection, up.transport = conn, conn.transport  # pins an SSE fallback
+                try:
+                    self._set_state(up, State.READY, f"connected ({conn.transport})")
+                    self._settle(up)
+                    await self._serve(up, conn)
+                finally:
+                    self._drop(up, anyio.current_time() - started)
+                tg.cancel_scope.cancel()
+        if scope.cancelled_caught:
+            raise UpstreamTimeout(up.name, f"no answer within connect_timeout ({config.connect_timeout:g} s)")
+
+    async def _serve(self, up: _Upstream, conn: upstream.Connection) -> None:
+        """Re-list on change, ping when idle; return or raise when the connection is gone."""
+        signals = conn.signals
+        while True:
+            await signals.wait(self._keepalive)
+            if signals.lost:
+                raise UpstreamUnavailable(up.name, "connection lost (server exited or went away)")
+            if signals.changed:
+                await self._refresh(up, conn)
+            else:
+                await conn.keepalive()
+
+    async def _refresh(self, up: _Upstream, conn: upstream.Connection) -> None:
+        """List every page and register the result: one `set_server_tools`, one generation bump."""
+        conn.signals.changed = False  # a notification during the listing triggers one more refresh
+        tools = await conn.list_tools()
+        change = self.registry.set_server_tools(up.name, tools)
+        if change.changed:
+            logger.info("server %s: %d tools (+%d ~%d -%d)", up.name, len(tools),
+                        len(change.added), len(change.replaced), len(change.removed))
+
+    def _drop(self, up: _Upstream, uptime: float) -> None:
+        """The connection is ending: stop routing calls to it before it is torn down."""
+        up.connection = None
+        if uptime >= STABLE_AFTER:
+            up.failures = 0
+        if up.state is State.READY:
+            self._set_state(up, State.BACKOFF, "connection closed")
+
+    async def _after_failure(self, up: _Upstream, error: UpstreamError) -> None:
+        up.failures += 1
+        up.last_error = str(error)
+        self._settle(up)
+        if isinstance(error, upstream.UpstreamRefused) or up.failures >= self._park_after:
+            logger.warning("%s; parked, re-probing every %g s", error, self._reprobe)
+            self._set_state(up, State.PARKED, error.reason)
+            self.registry.remove_server(up.name)
+            await anyio.sleep(self._reprobe)
+            return
+        delay = next_delay(up.failures - 1)
+        logger.warning("%s; reconnecting in %.1f s", error, delay)
+        self._set_state(up, State.BACKOFF, f"{error.reason}; retrying in {delay:.1f} s")
+        await anyio.sleep(delay)
+
+    # --- state bookkeeping -----------------------------------------------------------------------
+
+    def _set_state(self, up: _Upstream, state: State, reason: str) -> None:
+        was_ready = up.state is State.READY
+        up.state, up.reason = state, reason
+        logger.info("server %s: %s (%s)", up.name, state.value, reason)
+        if was_ready != (state is State.READY):
+            self.availability.forget(up.name)
+            self.registry.bump()
+            if was_ready and self._tg is not None:
+                up.down_epoch += 1
+                self._tg.start_soon(self._after_grace, up, up.down_epoch)
+        up.state_changed.set()
+        up.state_changed = anyio.Event()
+
+    async def _after_grace(self, up: _Upstream, epoch: int) -> None:
+        """Still down after the flake window: make sessions re-evaluate, so its tools leave."""
+        await anyio.sleep(self._grace)
+        if up.down_epoch == epoch and up.state is not State.READY:
+            self.availability.forget(up.name)
+            self.registry.bump()
+
+    def _settle(self, up: _Upstream) -> None:
+        if not up.settled:
+            up.settled = True
+            self._check_ready()
+
+    def _check_ready(self) -> None:
+        if all(up.settled for up in self._servers.values()):
+            self.ready.set()
+
+    async def _wait_replaced(self, up: _Upstream, old: upstream.Connection) -> None:
+        """Wait (within connect_timeout) for the supervisor to bring up a new connection."""
+        with anyio.move_on_after(up.config.connect_timeout):
+            while up.state is not State.PARKED and (up.state is not State.READY or up.connection is old):
+                await up.state_changed.wait()

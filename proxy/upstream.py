@@ -1,0 +1,471 @@
+"""One upstream connection: stdio, Streamable HTTP or SSE, entered by the task that supervises it.
+
+This is the only module that sees SDK, httpx2 and OS errors: each becomes an `UpstreamError`
+subclass (raised `from` the original) whose message names the server and the reason and never
+a credential.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import logging
+import os
+import shutil
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import anyio.lowlevel
+import httpx2
+import mcp.client.stdio as sdk_stdio
+from mcp import Client, MCPError, StdioServerParameters, types
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+
+from proxy.config import UpstreamConfig
+from proxy.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
+
+logger = logging.getLogger(__name__)
+
+TransportChoice = Literal["stdio", "streamable-http", "sse", "auto"]
+ProgressCallback = Callable[[float, float | None, str | None], Any]
+
+CLIENT_INFO = types.Implementation(name="toolbridge", version="0.1.0")
+MAX_PAGES = 1000
+KEEPALIVE_TIMEOUT = 10.0
+_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+_AUTH_STATUSES = (401, 403)
+_REJECT_STATUSES = (400, 404, 405, 406, 415)
+
+
+class UpstreamRefused(UpstreamUnavailable):
+    """A failure retrying will not fix soon: missing command, rejected credentials, not MCP."""
+
+
+class SessionLost(UpstreamUnavailable):
+    """The upstream no longer knows our session (it restarted); the request never ran."""
+
+
+# --- pure helpers ------------------------------------------------------------------------------
+
+
+def resolve_command(command: str) -> str | None:
+    """Find `command` on PATH, then next to the running interpreter (the venv's bin/)."""
+    return shutil.which(command) or shutil.which(command, path=str(Path(sys.executable).parent))
+
+
+def filter_tools(tools: Iterable[types.Tool], include: Sequence[str], exclude: Sequence[str]) -> list[types.Tool]:
+    """Apply `tools.include` / `tools.exclude` globs to the upstream's raw tool names."""
+
+    def matches(name: str, patterns: Sequence[str]) -> bool:
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+
+    return [
+        tool for tool in tools
+        if (not include or matches(tool.name, include)) and not matches(tool.name, exclude)
+    ]
+
+
+def strip_server_info(result: types.CallToolResult) -> types.CallToolResult:
+    """Drop the upstream's identity stamp so the proxy's own one shows downstream."""
+    if not result.meta or types.SERVER_INFO_META_KEY not in result.meta:
+        return result
+    meta = {k: v for k, v in result.meta.items() if k != types.SERVER_INFO_META_KEY}
+    return result.model_copy(update={"meta": meta or None})
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _primary(exc: BaseException) -> BaseException:
+    """The most telling leaf of a (possibly grouped) failure: transport errors beat the rest."""
+    leaves = _leaves(exc)
+    for kind in (httpx2.HTTPError, OSError, MCPError):
+        for leaf in leaves:
+            if isinstance(leaf, kind):
+                return leaf
+    return leaves[0]
+
+
+def _is_session_gone(exc: MCPError) -> bool:
+    return exc.code == types.INVALID_REQUEST and "session" in exc.message.lower()
+
+
+def _rejects_streamable(exc: BaseException, statuses: Sequence[int]) -> bool:
+    leaf = _primary(exc)
+    unexpected = isinstance(leaf, MCPError) and leaf.message.startswith("Unexpected content type")
+    return unexpected or any(status in _REJECT_STATUSES for status in statuses)
+
+
+def translate(server: str, exc: BaseException, statuses: Sequence[int] = ()) -> UpstreamError:
+    """Map a connect-time or connection-level failure to the most specific `UpstreamError`."""
+    if isinstance(exc, UpstreamError):
+        return exc
+    auth = next((s for s in statuses if s in _AUTH_STATUSES), None)
+    if auth is not None:
+        return UpstreamRefused(server, f"authentication failed (HTTP {auth}); check its credentials")
+    leaf = _primary(exc)
+    if isinstance(leaf, UpstreamError):
+        return leaf
+    if isinstance(leaf, httpx2.SSEError):
+        return UpstreamRefused(server, "not an MCP endpoint (no SSE event stream)")
+    if isinstance(leaf, httpx2.HTTPStatusError):
+        status = leaf.response.status_code
+        if 400 <= status < 500 and status not in (408, 429):
+            return UpstreamRefused(server, f"not an MCP endpoint (HTTP {status})")
+        return UpstreamUnavailable(server, f"HTTP {status}")
+    if isinstance(leaf, httpx2.TimeoutException):
+        return UpstreamTimeout(server, "HTTP request timed out")
+    if isinstance(leaf, httpx2.TransportError):
+        return UpstreamUnavailable(server, f"cannot reach the server ({type(leaf).__name__}: {leaf})")
+    if isinstance(leaf, MCPError):
+        return _translate_mcp(server, leaf, statuses)
+    if isinstance(leaf, OSError):
+        return UpstreamUnavailable(server, f"{type(leaf).__name__}: {leaf.strerror or leaf}")
+    return UpstreamUnavailable(server, f"{type(leaf).__name__}: {leaf}")
+
+
+def _translate_mcp(server: str, exc: MCPError, statuses: Sequence[int]) -> UpstreamError:
+    if exc.code == types.CONNECTION_CLOSED:
+        return UpstreamUnavailable(server, "connection closed")
+    if exc.code == types.REQUEST_TIMEOUT:
+        return UpstreamTimeout(server, "request timed out")
+    rejected = [s for s in statuses if s in _REJECT_STATUSES]
+    if rejected or exc.message.startswith("Unexpected content type"):
+        why = f"HTTP {rejected[-1]}" if rejected else exc.message
+        return UpstreamRefused(server, f"not an MCP endpoint ({why})")
+    return UpstreamUnavailable(server, f"protocol error {exc.code}: {exc.message}")
+
+
+# --- change and end-of-stream signals ----------------------------------------------------------
+
+
+@dataclass
+class Signals:
+    """What the supervisor must react to; set from callbacks, consumed by the supervisor only."""
+
+    changed: bool = False
+    lost: bool = False
+    _wake: anyio.Event = field(default_factory=anyio.Event)
+
+    def mark_changed(self) -> None:
+        self.changed = True
+        self._wake.set()
+
+    def mark_lost(self) -> None:
+        self.lost = True
+        self._wake.set()
+
+    async def wait(self, timeout: float) -> None:
+        """Return when something was marked (or after `timeout`); re-arms for the next wait."""
+        if not (self.changed or self.lost):
+            with anyio.move_on_after(timeout):
+                await self._wake.wait()
+        self._wake = anyio.Event()
+
+    async def on_message(self, message: Any) -> None:
+        """`message_handler`: legacy list_changed arrives here (modern listen frames are tee'd too)."""
+        if isinstance(message, types.ToolListChangedNotification):
+            self.mark_changed()
+        elif isinstance(message, Exception):
+            logger.debug("transport reported %s", type(message).__name__)
+        await anyio.lowlevel.checkpoint()
+
+
+class _WatchedRead:
+    """Read side of a transport that reports its end of stream (the child died, the peer left)."""
+
+    def __init__(self, inner: Any, on_eof: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_eof = on_eof
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            self._on_eof()
+            raise
+
+    def __aiter__(self) -> _WatchedRead:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _WatchedRead:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+@asynccontextmanager
+async def _watched(transport: Any, signals: Signals) -> AsyncIterator[Any]:
+    async with transport as (read, write):
+        yield _WatchedRead(read, signals.mark_lost), write
+
+
+# --- stdio: spawn, log, and sweep the process group --------------------------------------------
+
+_SPAWNED: ContextVar[list[int] | None] = ContextVar("toolbridge_spawned", default=None)
+_sdk_spawn = getattr(sdk_stdio, "_create_platform_compatible_process", None)
+
+
+async def _recording_spawn(*args: Any, **kwargs: Any) -> Any:
+    """Remember each child's pid (= its process group) so leftovers can be swept after exit."""
+    assert _sdk_spawn is not None
+    process = await _sdk_spawn(*args, **kwargs)
+    spawned = _SPAWNED.get()
+    if spawned is not None:
+        spawned.append(process.pid)
+    return process
+
+
+if _sdk_spawn is not None:  # the SDK exposes no pid; without this hook only the sweep is lost
+    sdk_stdio._create_platform_compatible_process = _recording_spawn  # type: ignore[attr-defined]
+
+
+def _sweep_groups(pgids: Iterable[int]) -> None:
+    """Kill what is left of each child's group: grandchildren the SDK's shutdown did not reach."""
+    for pgid in pgids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+def _stdio_params(config: UpstreamConfig, config_dir: Path) -> StdioServerParameters:
+    assert config.command is not None
+    command = resolve_command(config.command)
+    if command is None:
+        raise UpstreamRefused(config.name, f"command not found: {config.command!r} (PATH and {sys.prefix}/bin)")
+    cwd = None
+    if config.cwd is not None:
+        cwd = Path(config.cwd) if Path(config.cwd).is_absolute() else config_dir / config.cwd
+        if not cwd.is_dir():
+            raise UpstreamRefused(config.name, f"working directory does not exist: {cwd}")
+    return StdioServerParameters(command=command, args=list(config.args), env=dict(config.env) or None, cwd=cwd)
+
+
+@asynccontextmanager
+async def _stdio(config: UpstreamConfig, config_dir: Path, log_dir: Path) -> AsyncIterator[Any]:
+    params = _stdio_params(config, config_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    spawned: list[int] = []
+    _SPAWNED.set(spawned)
+    with open(log_dir / f"{config.name}.log", "a", encoding="utf-8") as errlog:
+        errlog.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {params.command}\n")
+        errlog.flush()
+        try:
+            async with sdk_stdio.stdio_client(params, errlog=errlog) as streams:
+                yield streams
+        finally:
+            _sweep_groups(spawned)
+
+
+# --- HTTP: our own httpx2 client, recording statuses to explain failures ------------------------
+
+
+def _http_client(config: UpstreamConfig, statuses: list[int], **overrides: Any) -> httpx2.AsyncClient:
+    async def record(response: httpx2.Response) -> None:
+        statuses.append(response.status_code)
+
+    options: dict[str, Any] = {"headers": dict(config.headers), "timeout": _HTTP_TIMEOUT}
+    options.update({k: v for k, v in overrides.items() if v is not None})
+    return httpx2.AsyncClient(**options, event_hooks={"response": [record]})
+
+
+def _sse(config: UpstreamConfig, statuses: list[int]) -> Any:
+    def factory(headers: Any = None, timeout: Any = None, auth: Any = None) -> httpx2.AsyncClient:
+        return _http_client(config, statuses, headers=headers, timeout=timeout, auth=auth)
+
+    assert config.url is not None
+    return sse_client(config.url, headers=dict(config.headers), httpx_client_factory=factory)
+
+
+# --- the connection ----------------------------------------------------------------------------
+
+
+@dataclass
+class Connection:
+    """A live, handshaken upstream. Calls may come from any task; only the owner closes it."""
+
+    config: UpstreamConfig
+    client: Client
+    transport: str
+    signals: Signals
+
+    @property
+    def server(self) -> str:
+        return self.config.name
+
+    @property
+    def modern(self) -> bool:
+        return self.client.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    @property
+    def announces_changes(self) -> bool:
+        tools = self.client.server_capabilities.tools
+        return bool(tools and tools.list_changed)
+
+    async def list_tools(self) -> list[types.Tool]:
+        """Every page of tools/list, filtered by the config's include/exclude globs."""
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        for _ in range(MAX_PAGES):
+            page = await self.client.session.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
+            tools += page.tools
+            if (cursor := page.next_cursor) is None:
+                break
+        else:
+            logger.warning("server %s: stopped listing after %d pages", self.server, MAX_PAGES)
+        return filter_tools(tools, self.config.tools.include, self.config.tools.exclude)
+
+    async def keepalive(self) -> None:
+        """Ping (a cheap list where ping is gone or unsupported); raises if the peer is dead."""
+        with anyio.fail_after(KEEPALIVE_TIMEOUT):
+            if not self.modern:
+                try:
+                    await self.client.session.send_ping()
+                    return
+                except MCPError as exc:
+                    if exc.code != types.METHOD_NOT_FOUND:
+                        raise
+            await self.client.session.list_tools()
+
+    async def follow_changes(self) -> None:
+        """Hold a modern `subscriptions/listen` stream open; its frames reach `Signals.on_message`."""
+        while True:
+            try:
+                async with self.client.listen(tools_list_changed=True) as subscription:
+                    async for _event in subscription:
+                        self.signals.mark_changed()
+                return
+            except SubscriptionLost:
+                self.signals.mark_changed()  # no replay: refetch, then listen again
+            except (MCPError, ListenNotSupportedError) as exc:
+                logger.info("server %s: no change subscription (%s)", self.server, exc)
+                return
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        *,
+        timeout: float,
+        progress_callback: ProgressCallback | None = None,
+    ) -> types.CallToolResult:
+        """Call `name` upstream, returning its result as is (no client-side schema validation).
+
+        Raises:
+            UpstreamTimeout: no answer within `timeout`; the upstream request was cancelled.
+            SessionLost: the upstream restarted and forgot the session; the call did not run.
+            UpstreamUnavailable: the connection died; the call's outcome is uncertain.
+            UpstreamError: the upstream answered with a protocol error.
+        """
+        request = types.CallToolRequest(params=types.CallToolRequestParams(name=name, arguments=arguments))
+        try:
+            result = await self.client.session.send_request(
+                request, types.CallToolResult,
+                request_read_timeout_seconds=timeout, progress_callback=progress_callback,
+            )
+        except MCPError as exc:
+            raise self._call_error(name, timeout, exc) from exc
+        except (ValidationError, httpx2.HTTPError, OSError) as exc:
+            raise UpstreamError(self.server, f"tool {name!r}: {type(exc).__name__}: {exc}") from exc
+        return strip_server_info(result)
+
+    def _call_error(self, name: str, timeout: float, exc: MCPError) -> UpstreamError:
+        if exc.code == types.REQUEST_TIMEOUT:
+            return UpstreamTimeout(self.server, f"tool {name!r} gave no answer within {timeout:g} s; cancelled")
+        if exc.code == types.CONNECTION_CLOSED:
+            self.signals.mark_lost()
+            return UpstreamUnavailable(
+                self.server, f"connection lost during tool {name!r}; the outcome of the call is uncertain")
+        if _is_session_gone(exc):
+            self.signals.mark_lost()
+            return SessionLost(self.server, "the server restarted and lost the session")
+        return UpstreamError(self.server, f"tool {name!r} failed: {exc.message} (code {exc.code})")
+
+
+async def _enter(stack: AsyncExitStack, transport: Any, signals: Signals, mode: str) -> Client:
+    client = Client(_watched(transport, signals), mode=mode, message_handler=signals.on_message,
+                    client_info=CLIENT_INFO, cache=None)
+    return await stack.enter_async_context(client)
+
+
+async def _open_http(
+    stack: AsyncExitStack, config: UpstreamConfig, transport: TransportChoice, signals: Signals,
+    mode: str, statuses: list[int],
+) -> tuple[Client, str]:
+    assert config.url is not None
+    if transport != "sse":
+        try:
+            async with AsyncExitStack() as attempt:
+                http = await attempt.enter_async_context(_http_client(config, statuses))
+                client = await _enter(attempt, streamable_http_client(config.url, http_client=http), signals, mode)
+                await stack.enter_async_context(attempt.pop_all())
+                return client, "streamable-http"
+        except Exception as exc:
+            if transport != "auto" or not _rejects_streamable(exc, statuses):
+                raise
+            logger.info("server %s: Streamable HTTP rejected; trying SSE", config.name)
+            statuses.clear()
+    return await _enter(stack, _sse(config, statuses), signals, mode), "sse"
+
+
+@asynccontextmanager
+async def connect(
+    config: UpstreamConfig,
+    *,
+    config_dir: Path,
+    log_dir: Path,
+    transport: TransportChoice = "auto",
+    mode: str = "auto",
+) -> AsyncIterator[Connection]:
+    """Spawn or dial the upstream and negotiate; closing it stops the child's whole group.
+
+    `transport="auto"` tries Streamable HTTP and falls back to SSE when the endpoint rejects it;
+    `Connection.transport` says which one worked.
+
+    Raises:
+        UpstreamRefused: retrying will not help (missing command, auth, not an MCP endpoint).
+        UpstreamError: any other failure to connect, or the connection failing while open.
+    """
+    signals = Signals()
+    statuses: list[int] = []
+    opened = False
+    try:
+        async with AsyncExitStack() as stack:
+            if config.is_stdio:
+                client = await _enter(stack, _stdio(config, config_dir, log_dir), signals, mode)
+                used = "stdio"
+            else:
+                client, used = await _open_http(stack, config, transport, signals, mode, statuses)
+            opened = True
+            yield Connection(config, client, used, signals)
+    except Exception as exc:
+        # HTTP statuses explain a failed connect; later ones (a lost session's 404) do not.
+        raise translate(config.name, exc, () if opened else statuses) from exc
