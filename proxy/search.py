@@ -1,0 +1,373 @@
+"""Lexical tool search (SPEC §6.6): a BM25F-style ranking over name, server, description and params.
+
+Pure and stdlib-only so the bridge, tests and benchmarks share one implementation. The index keeps
+per-server postings so a server's tool change touches only that server's entries; corpus-wide
+statistics (document frequency, average lengths) are maintained incrementally.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import operator
+import re
+from collections import Counter, defaultdict
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+_WORD = re.compile(r"[A-Za-z0-9]+")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+# Generic English function words and request fillers: in sentence queries they carry no capability signal.
+_STOP_TEXT = """a about above after again against all am an and any are as at be because been before being
+below between both but by can could did do does doing don down during each few for from further had has have
+having he her here hers herself him himself his how i if in into is it its itself just me more most my myself
+no nor not now of off on once only or other our ours ourselves out over own same she should so some such than
+that the their theirs them themselves then there these they this those through to too under until up very
+was we were what when where which while who whom why will with would you your yours yourself yourselves
+many much every whole also please want need like let lets give tell help us im"""
+STOP_WORDS = frozenset(_STOP_TEXT.split())
+
+
+_VOWELS = frozenset("aeiou")
+
+
+def _cons(w: str, i: int) -> bool:
+    if w[i] in _VOWELS:
+        return False
+    return w[i] != "y" or i == 0 or not _cons(w, i - 1)
+
+
+def _measure(stem: str) -> int:
+    """Porter's m: the number of vowel-consonant sequences in the stem."""
+    flags = "".join("c" if _cons(stem, i) else "v" for i in range(len(stem)))
+    return flags.lstrip("c").count("vc") if flags else 0
+
+
+def _has_vowel(stem: str) -> bool:
+    return any(not _cons(stem, i) for i in range(len(stem)))
+
+
+def _cvc(w: str) -> bool:
+    return (
+        len(w) >= 3
+        and _cons(w, len(w) - 3)
+        and not _cons(w, len(w) - 2)
+        and _cons(w, len(w) - 1)
+        and w[-1] not in "wxy"
+    )
+
+
+_STEP2 = (
+    ("ational", "ate"),
+    ("tional", "tion"),
+    ("enci", "ence"),
+    ("anci", "ance"),
+    ("izer", "ize"),
+    ("abli", "able"),
+    ("alli", "al"),
+    ("entli", "ent"),
+    ("eli", "e"),
+    ("ousli", "ous"),
+    ("ization", "ize"),
+    ("ation", "ate"),
+    ("ator", "ate"),
+    ("alism", "al"),
+    ("iveness", "ive"),
+    ("fulness", "ful"),
+    ("ousness", "ous"),
+    ("aliti", "al"),
+    ("iviti", "ive"),
+    ("biliti", "ble"),
+)
+_STEP3 = (
+    ("icate", "ic"),
+    ("ative", ""),
+    ("alize", "al"),
+    ("iciti", "ic"),
+    ("ical", "ic"),
+    ("ful", ""),
+    ("ness", ""),
+)
+_STEP4 = (
+    "al",
+    "ance",
+    "ence",
+    "er",
+    "ic",
+    "able",
+    "ible",
+    "ant",
+    "ement",
+    "ment",
+    "ent",
+    "ion",
+    "ou",
+    "ism",
+    "ate",
+    "iti",
+    "ous",
+    "ive",
+    "ize",
+)
+
+
+def _replace(w: str, rules: tuple[tuple[str, str], ...], min_m: int) -> str:
+    for suffix, rep in rules:
+        if w.endswith(suffix):
+            stem = w[: -len(suffix)]
+            return stem + rep if _measure(stem) > min_m else w
+    return w
+
+
+@functools.lru_cache(maxsize=65536)
+def _stem(w: str) -> str:
+    """Porter (1980) stemming, so "creating", "created", "creates" and "create" meet."""
+    if len(w) <= 2:
+        return w
+    if w.endswith("sses") or w.endswith("ies"):
+        w = w[:-2]
+    elif w.endswith("s") and not w.endswith("ss"):
+        w = w[:-1]
+    if w.endswith("eed"):
+        if _measure(w[:-3]) > 0:
+            w = w[:-1]
+    else:
+        for suffix in ("ed", "ing"):
+            if w.endswith(suffix) and _has_vowel(w[: -len(suffix)]):
+                w = w[: -len(suffix)]
+                if w.endswith(("at", "bl", "iz")):
+                    w += "e"
+                elif len(w) > 1 and w[-1] == w[-2] and _cons(w, len(w) - 1) and w[-1] not in "lsz":
+                    w = w[:-1]
+                elif _measure(w) == 1 and _cvc(w):
+                    w += "e"
+                break
+    if w.endswith("y") and _has_vowel(w[:-1]):
+        w = w[:-1] + "i"
+    w = _replace(w, _STEP2, 0)
+    w = _replace(w, _STEP3, 0)
+    for suffix in _STEP4:
+        if w.endswith(suffix):
+            stem = w[: -len(suffix)]
+            if _measure(stem) > 1 and (suffix != "ion" or stem.endswith(("s", "t"))):
+                w = stem
+            break
+    if w.endswith("e"):
+        stem = w[:-1]
+        m = _measure(stem)
+        if m > 1 or (m == 1 and not _cvc(stem)):
+            w = stem
+    if w.endswith("ll") and _measure(w) > 1:
+        w = w[:-1]
+    return w
+
+
+def _words(text: str) -> list[str]:
+    """Lower-cased alphanumeric runs, camelCase split."""
+    return [part.lower() for chunk in _WORD.findall(text) for part in _CAMEL.split(chunk) if part]
+
+
+def tokenize(text: str, *, drop_stop_words: bool = False) -> list[str]:
+    """Split on non-alphanumerics and camelCase, lower-case, stem."""
+    return [_stem(w) for w in _words(text) if not (drop_stop_words and w in STOP_WORDS)]
+
+
+@dataclass(frozen=True)
+class SearchDoc:
+    """One searchable tool; `name` is the qualified `<server>__<tool>` name."""
+
+    name: str
+    server: str
+    raw_name: str
+    description: str
+    params: tuple[str, ...]
+
+
+def doc_from_tool(name: str, server: str, raw_name: str, description: str | None, input_schema: Any) -> SearchDoc:
+    """Build a SearchDoc from a tools/list entry, tolerating schemas that are not dicts."""
+    props = input_schema.get("properties") if isinstance(input_schema, Mapping) else None
+    params = tuple(str(k) for k in props) if isinstance(props, Mapping) else ()
+    return SearchDoc(name, server, raw_name, description if isinstance(description, str) else "", params)
+
+
+# BM25F parameters per field (name, server, description, params), measured with bench/search_eval.py.
+FIELDS = ("name", "server", "summary", "desc", "params")
+FIELD_WEIGHTS = (3.0, 2.0, 3.0, 1.0, 1.0)
+FIELD_B = (0.3, 0.0, 0.5, 0.75, 0.5)
+K1 = 2.0
+BOILERPLATE_MIN_TOOLS = 10
+BOILERPLATE_SHARE = 0.3
+COMPOUNDS = True
+ACRONYM_MIN_TOOLS = 2
+PREFIX_MIN = 4
+
+
+@dataclass
+class _Entry:
+    doc: SearchDoc
+    terms: tuple[str, ...]
+    name_terms: frozenset[str]
+    lengths: tuple[int, ...]  # tokens per field
+
+
+class SearchIndex:
+    """Incremental inverted index; `search` scores only documents that share a query term."""
+
+    def __init__(self) -> None:
+        self._servers: dict[str, list[str]] = {}
+        self._entries: dict[str, _Entry] = {}
+        self._postings: dict[str, dict[str, tuple[int, ...]]] = defaultdict(dict)
+        self._total_lengths = [0] * len(FIELDS)
+        self._factors: dict[str, tuple[float, ...]] = {}  # per-doc field weight / length norm; lazy
+        self._exact: dict[str, set[str]] = defaultdict(set)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def set_server(self, server: str, docs: Iterable[SearchDoc]) -> None:
+        """Replace one server's tools; other servers' postings stay untouched."""
+        self.remove_server(server)
+        names: list[str] = []
+        docs = [d for d in dict((d.name, d) for d in docs).values() if d.name not in self._entries]
+        boilerplate = _boilerplate(docs)
+        acronyms = _name_acronyms(docs)
+        for doc in docs:
+            tfs, lengths = _field_counts(doc, boilerplate, acronyms)
+            name_terms = frozenset(t for t, f in tfs.items() if f[0])
+            self._entries[doc.name] = _Entry(doc, tuple(tfs), name_terms, lengths)
+            self._add_lengths(lengths, 1)
+            for term, tf in tfs.items():
+                self._postings[term][doc.name] = tf
+            for key in {doc.name.lower(), doc.raw_name.lower()}:
+                self._exact[key].add(doc.name)
+            names.append(doc.name)
+        self._servers[server] = names
+
+    def remove_server(self, server: str) -> None:
+        """Drop one server's tools from the index."""
+        for name in self._servers.pop(server, []):
+            entry = self._entries.pop(name)
+            self._add_lengths(entry.lengths, -1)
+            for term in entry.terms:
+                posting = self._postings[term]
+                posting.pop(name, None)
+                if not posting:
+                    del self._postings[term]
+            for key in {entry.doc.name.lower(), entry.doc.raw_name.lower()}:
+                self._exact[key].discard(name)
+                if not self._exact[key]:
+                    del self._exact[key]
+
+    def _add_lengths(self, lengths: tuple[int, ...], sign: int) -> None:
+        for i, n in enumerate(lengths):
+            self._total_lengths[i] += sign * n
+        self._factors.clear()
+
+    def _doc_factors(self) -> dict[str, tuple[float, ...]]:
+        """BM25F per-field multipliers w_f / (1 - b_f + b_f * len_f / avg_f), recomputed after a change."""
+        if not self._factors:
+            n_docs = len(self._entries)
+            avg = [max(total / n_docs, 1e-9) for total in self._total_lengths]
+            params = list(zip(FIELD_WEIGHTS, FIELD_B, avg, strict=True))
+            self._factors = {
+                name: tuple(w / (1 - b + b * n / a) for (w, b, a), n in zip(params, e.lengths, strict=True))
+                for name, e in self._entries.items()
+            }
+        return self._factors
+
+    def search(self, query: str, *, limit: int, scope: Collection[str] | None = None) -> list[str]:
+        """Qualified names best first; [] when no query term is known to the index."""
+        if limit <= 0 or not self._entries:
+            return []
+        exact = sorted(n for n in self._exact.get(query.strip().lower(), ()) if scope is None or n in scope)
+        scores = self._score(query, scope)
+        for name in exact:
+            scores.pop(name, None)
+        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+        return (exact + [name for name, _ in ranked])[:limit]
+
+    def _query_terms(self, query: str) -> dict[str, float]:
+        """Stemmed query terms with weights: joined compounds, stop words dropped, unknown words by prefix."""
+        words = _words(query)
+        weights: dict[str, float] = defaultdict(float)
+        for first, second in itertools.pairwise(words):
+            joined = _stem(first + second)
+            if COMPOUNDS and joined in self._postings:
+                weights[joined] += 1.0
+        kept = [w for w in words if w not in STOP_WORDS] or words
+        for word in kept:
+            term = _stem(word)
+            if term in self._postings or len(term) < PREFIX_MIN:
+                weights[term] += 1.0
+                continue
+            extensions = [t for t in self._postings if t.startswith(term)]
+            for ext in extensions:
+                weights[ext] += 1.0 / len(extensions)
+        return weights
+
+    def _score(self, query: str, scope: Collection[str] | None) -> dict[str, float]:
+        n_docs = len(self._entries)
+        factors = self._doc_factors()
+        scores: dict[str, float] = defaultdict(float)
+        for term, qtf in self._query_terms(query).items():
+            posting = self._postings.get(term)
+            if not posting:
+                continue
+            idf = qtf * math.log(1 + (n_docs - len(posting) + 0.5) / (len(posting) + 0.5))
+            for name, tfs in posting.items():
+                if scope is not None and name not in scope:
+                    continue
+                tf = sum(map(operator.mul, tfs, factors[name]))
+                scores[name] += idf * tf * (K1 + 1) / (tf + K1)
+        return scores
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE.split(text) if s.strip()]
+
+
+def _boilerplate(docs: list[SearchDoc]) -> frozenset[str]:
+    """Parameters and sentences most of a server's tools share (tenant, retry-*, usage notes) say nothing
+    about any one tool."""
+    if len(docs) < BOILERPLATE_MIN_TOOLS:
+        return frozenset()
+    counts = Counter(p for d in docs for p in {*d.params, *_sentences(d.description)})
+    return frozenset(p for p, n in counts.items() if n > BOILERPLATE_SHARE * len(docs))
+
+
+def _name_pairs(raw_name: str) -> list[tuple[str, str]]:
+    words = [w for w in _words(raw_name) if w.isalpha()]
+    return list(itertools.pairwise(words))
+
+
+def _name_acronyms(docs: list[SearchDoc]) -> dict[tuple[str, str], str]:
+    """Word pairs several of a server's tool names share ("pull_request", "merge_request") answer to
+    their initials ("PR", "MR") in queries."""
+    counts = Counter(pair for d in docs for pair in set(_name_pairs(d.raw_name)))
+    return {pair: pair[0][0] + pair[1][0] for pair, n in counts.items() if n >= ACRONYM_MIN_TOOLS}
+
+
+def _field_counts(
+    doc: SearchDoc, boilerplate: frozenset[str], acronyms: dict[tuple[str, str], str]
+) -> tuple[dict[str, tuple[int, ...]], tuple[int, ...]]:
+    """Per-term per-field counts and per-field lengths of one document."""
+    sentences = [s for s in _sentences(doc.description) if s not in boilerplate]
+    extra = [acronyms[p] for p in _name_pairs(doc.raw_name) if p in acronyms]
+    fields = (
+        tokenize(doc.raw_name) + extra,
+        tokenize(doc.server),
+        tokenize(" ".join(sentences[:1]), drop_stop_words=True),
+        tokenize(" ".join(sentences[1:]), drop_stop_words=True),
+        [t for p in doc.params if p not in boilerplate for t in tokenize(p)],
+    )
+    counts: dict[str, list[int]] = defaultdict(lambda: [0] * len(fields))
+    for i, tokens in enumerate(fields):
+        for token in tokens:
+            counts[token][i] += 1
+    return {t: tuple(c) for t, c in counts.items()}, tuple(len(f) for f in fields)

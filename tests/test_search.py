@@ -1,0 +1,120 @@
+"""SPEC §6.6 search behaviours, pinned on a small hand-made index."""
+
+from __future__ import annotations
+
+import pytest
+
+from proxy.search import SearchDoc, SearchIndex, doc_from_tool, tokenize
+
+
+def doc(server: str, tool: str, description: str = "", params: tuple[str, ...] = ()) -> SearchDoc:
+    return SearchDoc(f"{server}__{tool}", server, tool, description, params)
+
+
+@pytest.fixture
+def index() -> SearchIndex:
+    idx = SearchIndex()
+    idx.set_server(
+        "github",
+        [
+            doc("github", "create_issue", "Create a new issue in a repository", ("owner", "repo", "title")),
+            doc("github", "create_pull_request", "Open a pull request", ("owner", "repo", "head")),
+            doc("github", "list_pull_requests", "List pull requests of a repository"),
+            doc("github", "search_users", "Search for users"),
+        ],
+    )
+    idx.set_server(
+        "fs",
+        [
+            doc("fs", "readFile", "Read the contents of a file", ("path",)),
+            doc("fs", "write_file", "Write text to a file", ("path", "content")),
+        ],
+    )
+    return idx
+
+
+def test_tokenize_stems_and_splits_camel_case() -> None:
+    assert tokenize("readFile") == ["read", "file"]
+    assert tokenize("creating created creates") == ["creat"] * 3
+    assert tokenize("HTTPServer get_issue-list.v2") == ["http", "server", "get", "issu", "list", "v2"]
+
+
+def test_stemming_matches_inflections(index: SearchIndex) -> None:
+    assert index.search("creating issues", limit=1) == ["github__create_issue"]
+
+
+def test_camel_case_name_is_searchable(index: SearchIndex) -> None:
+    assert index.search("read file", limit=1) == ["fs__readFile"]
+
+
+def test_unknown_terms_are_ignored(index: SearchIndex) -> None:
+    assert index.search("zyzzyva frobnicate issue", limit=1) == ["github__create_issue"]
+    assert index.search("zyzzyva frobnicate", limit=5) == []
+    assert index.search("", limit=5) == []
+
+
+def test_exact_name_ranks_first(index: SearchIndex) -> None:
+    assert index.search("list_pull_requests", limit=1) == ["github__list_pull_requests"]
+    assert index.search("github__create_pull_request", limit=1) == ["github__create_pull_request"]
+    assert index.search("write_file", limit=1) == ["fs__write_file"]
+
+
+def test_scope_filters_results(index: SearchIndex) -> None:
+    scope = {"github__list_pull_requests", "fs__readFile"}
+    assert index.search("pull request", limit=5, scope=scope) == ["github__list_pull_requests"]
+    assert index.search("create_issue", limit=5, scope=scope) == []
+
+
+def test_ties_keep_name_order() -> None:
+    idx = SearchIndex()
+    idx.set_server("b", [doc("b", "ping", "Ping it")])
+    idx.set_server("a", [doc("a", "ping", "Ping it")])
+    assert idx.search("ping", limit=5) == ["a__ping", "b__ping"]
+    assert idx.search("ping it please", limit=5) == ["a__ping", "b__ping"]
+
+
+def test_acronym_of_shared_name_words(index: SearchIndex) -> None:
+    assert index.search("open PR", limit=1) == ["github__create_pull_request"]
+
+
+def test_set_server_replaces_and_remove_server_drops(index: SearchIndex) -> None:
+    assert len(index) == 6
+    index.set_server("fs", [doc("fs", "delete_file", "Delete a file", ("path",))])
+    assert len(index) == 5
+    assert index.search("write", limit=5) == []
+    assert index.search("delete file", limit=1) == ["fs__delete_file"]
+    index.remove_server("fs")
+    assert len(index) == 4
+    assert index.search("file", limit=5) == []
+    assert index.search("delete_file", limit=5) == []
+    index.remove_server("nope")
+    assert index.search("users", limit=5) == ["github__search_users"]
+
+
+def test_update_matches_fresh_build(index: SearchIndex) -> None:
+    index.set_server("fs", [doc("fs", "stat", "File metadata")])
+    fresh = SearchIndex()
+    fresh.set_server("fs", [doc("fs", "stat", "File metadata")])
+    fresh.set_server(
+        "github",
+        [
+            doc("github", "create_issue", "Create a new issue in a repository", ("owner", "repo", "title")),
+            doc("github", "create_pull_request", "Open a pull request", ("owner", "repo", "head")),
+            doc("github", "list_pull_requests", "List pull requests of a repository"),
+            doc("github", "search_users", "Search for users"),
+        ],
+    )
+    for query in ("file", "pull request repository", "issue"):
+        assert index.search(query, limit=10) == fresh.search(query, limit=10)
+
+
+def test_limit_zero_and_empty_index() -> None:
+    assert SearchIndex().search("anything", limit=5) == []
+
+
+def test_doc_from_tool_tolerates_junk() -> None:
+    good = doc_from_tool("s__t", "s", "t", "desc", {"type": "object", "properties": {"a": {}, "b": {}}})
+    assert good.params == ("a", "b")
+    assert doc_from_tool("s__t", "s", "t", None, None).params == ()
+    assert doc_from_tool("s__t", "s", "t", "d", {"properties": ["x"]}).params == ()
+    assert doc_from_tool("s__t", "s", "t", 42, "junk").description == ""  # type: ignore[arg-type]
