@@ -12,7 +12,8 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -53,15 +54,13 @@ def _load(args: argparse.Namespace) -> Config:
     return config
 
 
-def _watch_signals(scope: anyio.CancelScope) -> Any:
-    async def watch() -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async for signum in signals:
-                logger.info("received %s; shutting down", signal.Signals(signum).name)
-                scope.cancel()
-                return
-
-    return watch
+async def _stop_on_signal(stop: Callable[[], None]) -> None:
+    """Call `stop` on the first SIGTERM or SIGINT, so every front end shuts down cleanly."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            logger.info("received %s; shutting down", signal.Signals(signum).name)
+            stop()
+            return
 
 
 # --- serve ----------------------------------------------------------------------------------
@@ -77,17 +76,19 @@ async def _serve(args: argparse.Namespace, config: Config) -> None:
             profile=args.profile,
         )
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_watch_signals(tg.cancel_scope))
             await tg.start(toolbridge.watch_changes)
             if args.transport == "stdio":
+                tg.start_soon(_stop_on_signal, tg.cancel_scope.cancel)
                 async with stdio_server() as (read, write):
                     await toolbridge.server.run(read, write, toolbridge.server.create_initialization_options())
             else:
-                await _serve_http(args, gateway, toolbridge)
+                await _serve_http(args, gateway, toolbridge, tg)
             tg.cancel_scope.cancel()
 
 
-async def _serve_http(args: argparse.Namespace, gateway: Gateway, toolbridge: ToolbridgeServer) -> None:
+async def _serve_http(
+    args: argparse.Namespace, gateway: Gateway, toolbridge: ToolbridgeServer, tg: anyio.abc.TaskGroup
+) -> None:
     import uvicorn
 
     from proxy.http import GatewayApp, default_allowed_hosts
@@ -107,20 +108,17 @@ async def _serve_http(args: argparse.Namespace, gateway: Gateway, toolbridge: To
 
     class Server(uvicorn.Server):
         def capture_signals(self) -> Any:  # signals are handled by our task group
-            return _nullcontext()
+            return nullcontext()
 
-    server = Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", lifespan="on"))
-    logger.info("serving Streamable HTTP on http://%s:%s/mcp", args.host, args.port)
-    try:
-        await server.serve()
-    finally:
+    server = Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", lifespan="on",
+                                   timeout_graceful_shutdown=5))
+
+    def stop() -> None:
         server.should_exit = True
 
-
-def _nullcontext() -> Any:
-    from contextlib import nullcontext
-
-    return nullcontext()
+    tg.start_soon(_stop_on_signal, stop)
+    logger.info("serving Streamable HTTP on http://%s:%s/mcp", args.host, args.port)
+    await server.serve()
 
 
 # --- one-shot commands ----------------------------------------------------------------------
@@ -171,7 +169,7 @@ def _print_catalog(report: dict[str, Any], as_json: bool) -> None:
 
 def _status_rows(gateway: Gateway) -> list[dict[str, Any]]:
     return [
-        {"server": s.name, "state": s.state.name.lower(), "tools": s.tool_count, "reason": s.reason or ""}
+        {"server": s.name, "state": s.state.name.lower(), "tools": s.tools, "reason": s.reason or ""}
         for s in gateway.fleet.status()
     ]
 

@@ -1,0 +1,76 @@
+"""Config dirs for end-to-end runs, and `toolbridge serve` started the way clients start it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import yaml
+from mcp import StdioServerParameters, stdio_client
+
+CATALOG_SERVER = str(Path(__file__).parent.parent / "servers" / "catalog_server.py")
+REPO = Path(__file__).resolve().parent.parent.parent
+
+
+def write_fleet(directory: Path, servers: dict[str, list[str]], toolsets: dict[str, Any] | None = None) -> Path:
+    """A config dir whose upstreams run the catalog server with the given arguments."""
+    (directory / "upstreams").mkdir(parents=True, exist_ok=True)
+    for name, args in servers.items():
+        spec = {"command": sys.executable, "args": [CATALOG_SERVER, *args], "connect_timeout": 20}
+        (directory / "upstreams" / f"{name}.yaml").write_text(yaml.safe_dump(spec))
+    (directory / "toolsets.yaml").write_text(yaml.safe_dump(toolsets or {}))
+    return directory
+
+
+def calls(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def serve_stdio(config_dir: Path, *extra: str) -> Any:
+    """The stdio transport to `toolbridge serve`, as a client config would launch it."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "proxy", "serve", "--config-dir", str(config_dir), *extra],
+        env={"TOOLBRIDGE_LOG_LEVEL": "warning"},
+        cwd=str(REPO),
+    )
+    return stdio_client(params, errlog=sys.stderr)
+
+
+@asynccontextmanager
+async def serve_http(config_dir: Path, port: int, *extra: str, env: dict[str, str] | None = None
+                     ) -> AsyncIterator[str]:
+    """`toolbridge serve --transport http` as a subprocess; yields its base URL once healthy."""
+    command = [sys.executable, "-m", "proxy", "serve", "--transport", "http", "--port", str(port),
+               "--config-dir", str(config_dir), *extra]
+    environment = {**os.environ, "TOOLBRIDGE_LOG_LEVEL": "warning", **(env or {})}
+    process = await anyio.open_process(command, env=environment, stdout=subprocess.DEVNULL, stderr=None)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx2.AsyncClient() as http:
+            with anyio.fail_after(20):
+                while True:
+                    try:
+                        if (await http.get(f"{base}/healthz")).status_code == 200:
+                            break
+                    except httpx2.TransportError:
+                        await anyio.sleep(0.05)
+        yield base
+    finally:
+        process.terminate()
+        with anyio.move_on_after(10, shield=True):
+            await process.wait()
+        if process.returncode is None:
+            process.kill()
+
+
+def wire(tools: Sequence[Any]) -> bytes:
+    return json.dumps([t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools]).encode()

@@ -1,0 +1,70 @@
+"""A stdio MCP server with a chosen catalog: N generated tools, or a server from a catalog JSON.
+
+Every tool echoes its name and arguments; with `--calls-log FILE` each call appends one JSON
+line, so a test can prove that a call reached the upstream exactly once (or never).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+
+def generated_tools(count: int, prefix: str) -> list[types.Tool]:
+    return [
+        types.Tool(
+            name=f"{prefix}_{i:04d}",
+            description=f"Operation number {i} of the {prefix} service.",
+            input_schema={"type": "object", "properties": {"value": {"type": "integer"}}, "required": ["value"]},
+        )
+        for i in range(count)
+    ]
+
+
+def build(tools: list[types.Tool], calls_log: Path | None) -> Server[Any]:
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        record = {"tool": params.name, "arguments": params.arguments or {}}
+        if calls_log is not None:
+            with calls_log.open("a") as log:
+                log.write(json.dumps(record) + "\n")
+        return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(record))])
+
+    return Server("catalog", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tools", type=int, default=0)
+    parser.add_argument("--prefix", default="op")
+    parser.add_argument("--catalog", type=Path, help="a catalog JSON (shared/catalogs format)")
+    parser.add_argument("--server", help="which server of --catalog to serve")
+    parser.add_argument("--calls-log", type=Path)
+    parser.add_argument("--slow-start", type=float, default=0.0)
+    args = parser.parse_args()
+    tools = generated_tools(args.tools, args.prefix)
+    if args.catalog:
+        listed = json.loads(args.catalog.read_text())["servers"][args.server]["tools"]
+        tools += [types.Tool.model_validate(t) for t in listed]
+    time.sleep(args.slow_start)
+    server = build(tools, args.calls_log)
+
+    async def serve() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(serve)
+
+
+if __name__ == "__main__":
+    main()
