@@ -468,4 +468,8 @@ async def connect(
             yield Connection(config, client, used, signals)
     except Exception as exc:
         # HTTP statuses explain a failed connect; later ones (a lost session's 404) do not.
-        raise translate(config.name, exc, () if opened else statuses) from exc
+        error = translate(config.name, exc, () if opened else statuses)
+        if not opened and config.is_stdio and error.reason == "connection closed":
+            error = UpstreamUnavailable(config.name, f"the process exited during startup; see {log_dir}/"
+                                                     f"{config.name}.log")
+        raise error from exc

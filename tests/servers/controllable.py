@@ -131,6 +131,25 @@ def http_app(state: State | None = None) -> Any:
     return build_server(state).streamable_http_app()
 
 
+def sse_app(state: State | None = None) -> Any:
+    """The server behind the legacy SSE transport: GET /sse, POST /messages/."""
+    from mcp.server.sse import SseServerTransport
+    from starlette.applications import Starlette
+    from starlette.responses import Response
+    from starlette.routing import Mount, Route
+
+    server = build_server(state)
+    sse = SseServerTransport("/messages/")
+
+    async def handle_sse(request: Any) -> Response:
+        async with sse.connect_sse(request.scope, request.receive, request._send) as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+        return Response()
+
+    return Starlette(routes=[Route("/sse", handle_sse, methods=["GET"]),
+                             Mount("/messages/", app=sse.handle_post_message)])
+
+
 async def _serve_stdio(server: Server) -> None:
     from mcp.server.stdio import stdio_server
 
@@ -144,7 +163,10 @@ def main() -> None:
     parser.add_argument("--hang", action="store_true", help="never answer anything")
     parser.add_argument("--extra-tools", type=int, default=0)
     parser.add_argument("--spawn-grandchild", action="store_true", help="start a long sleep in our group")
+    parser.add_argument("--fail-while", metavar="PATH", help="exit at once while PATH exists")
     options = parser.parse_args()
+    if options.fail_while and os.path.exists(options.fail_while):
+        sys.exit(3)
     if options.spawn_grandchild:
         import subprocess
 

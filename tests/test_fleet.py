@@ -1,0 +1,197 @@
+"""Fleet over real stdio upstreams: registration, dynamic tools, calls, bad upstreams, shutdown."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import types
+from servers.harness import alive, descendants, running_fleet, stdio_config, tiny_config, wait_for
+
+from proxy.config import UpstreamConfig
+from proxy.errors import UpstreamTimeout, UpstreamUnavailable
+from proxy.fleet import State
+
+pytestmark = pytest.mark.anyio
+
+MODES = ["auto", "legacy"]
+
+
+def text(result: types.CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+async def test_published_servers_register_and_answer(tmp_path: Path) -> None:
+    upstreams = [
+        UpstreamConfig(name="everything", command="mcp-server-everything", args=("stdio",)),
+        UpstreamConfig(name="memory", command="mcp-server-memory"),
+        UpstreamConfig(name="time", command="mcp-server-time"),
+    ]
+    async with running_fleet(upstreams, tmp_path) as (fleet, registry):
+        with anyio.fail_after(20):
+            await fleet.ready.wait()
+        assert all(s.state is State.READY for s in fleet.status()), fleet.status()
+        # server-everything registers this one only after `initialized`, announced by list_changed.
+        with anyio.fail_after(5):
+            await wait_for(lambda: "everything__simulate-research-query" in registry.tools, registry)
+        assert {"everything__echo", "everything__get-sum", "memory__read_graph",
+                "time__get_current_time"} <= set(registry.tools)
+        result = await fleet.call_tool("everything", "get-sum", {"a": 2, "b": 3})
+        assert "5" in text(result)
+        assert not (result.meta or {}).get(types.SERVER_INFO_META_KEY)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_all_pages_are_listed_and_filters_apply(tmp_path: Path, mode: str) -> None:
+    upstreams = [
+        stdio_config("all", "--extra-tools", "12"),
+        stdio_config("some", "--extra-tools", "12", tools={"include": ["filler_*", "echo"],
+                                                            "exclude": ["filler_00*"]}),
+    ]
+    async with running_fleet(upstreams, tmp_path, mode=mode) as (fleet, registry):
+        with anyio.fail_after(10):
+            await fleet.ready.wait()
+        assert len(registry.server_tools("all")) == 9 + 12  # more than four pages of five
+        assert sorted(e.raw_name for e in registry.server_tools("some").values()) == [
+            "echo", "filler_010", "filler_011"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_tool_changes_are_registered_with_one_bump_per_refresh(tmp_path: Path, mode: str) -> None:
+    async with running_fleet([stdio_config("a")], tmp_path, mode=mode) as (fleet, registry):
+        with anyio.fail_after(10):
+            await fleet.ready.wait()
+        steps = [
+            ("add_tool", {"name": "fresh"}, lambda: "a__fresh" in registry.tools),
+            ("change_tool", {"name": "fresh", "description": "changed"},
+             lambda: registry.tools["a__fresh"].description == "changed"),
+            ("remove_tool", {"name": "fresh"}, lambda: "a__fresh" not in registry.tools),
+        ]
+        for tool, arguments, done in steps:
+            before = registry.generation
+            await fleet.call_tool("a", tool, arguments)
+            with anyio.fail_after(5):
+                await wait_for(done, registry)
+            assert registry.generation == before + 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_burst_of_notifications_costs_few_refreshes(tmp_path: Path, mode: str) -> None:
+    async with running_fleet([stdio_config("a")], tmp_path, mode=mode) as (fleet, registry):
+        with anyio.fail_after(10):
+            await fleet.ready.wait()
+        before = registry.generation
+        await fleet.call_tool("a", "burst", {"count": 20})
+        with anyio.fail_after(5):
+            await wait_for(lambda: all(f"a__burst_{i}" in registry.tools for i in range(20)), registry)
+        assert registry.generation - before <= 3  # 20 notifications, at most a few re-lists
+
+
+async def test_twenty_upstreams_start_concurrently(tmp_path: Path) -> None:
+    upstreams = [tiny_config(f"s{i:02d}") for i in range(18)]
+    upstreams += [tiny_config("slow", "--slow-start", "10", connect_timeout=30),
+                  tiny_config("silent", "--hang", connect_timeout=2)]
+    started = time.monotonic()
+    async with running_fleet(upstreams, tmp_path) as (fleet, registry):
+        with anyio.fail_after(9):
+            await wait_for(lambda: all(fleet.is_ready(f"s{i:02d}") for i in range(18)), registry)
+        elapsed = time.monotonic() - started
+        print(f"18 of 20 upstreams registered in {elapsed:.2f} s")
+        assert elapsed < 3.0
+        assert len(registry.servers) == 18
+        assert not fleet.ready.is_set()  # the slow one has neither registered nor failed yet
+        with anyio.fail_after(5):
+            await fleet.wait_state("silent", State.BACKOFF)
+        assert "connect_timeout" in fleet.status()[-2].reason  # sorted: ..., silent, slow
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_progress_timeout_and_cancellation_reach_upstream(tmp_path: Path, mode: str) -> None:
+    async with running_fleet([stdio_config("a", timeout=0.5)], tmp_path, mode=mode) as (fleet, _):
+        with anyio.fail_after(10):
+            await fleet.ready.wait()
+        seen: list[tuple[float, float | None, str | None]] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            seen.append((progress, total, message))
+
+        result = await fleet.call_tool("a", "sleep", {"seconds": 0.2, "steps": 3}, on_progress)
+        assert text(result) == "slept"
+        assert [p for p, _, _ in seen] == [1, 2, 3] and seen[-1][1:] == (3, "step 3")
+
+        started = time.monotonic()
+        with pytest.raises(UpstreamTimeout, match=r"upstream 'a'.*within 0\.5 s"):
+            await fleet.call_tool("a", "sleep", {"seconds": 30})
+        assert time.monotonic() - started < 2
+        with anyio.fail_after(5):
+            while text(await fleet.call_tool("a", "cancelled_count", {})) != "1":
+                await anyio.sleep(0.02)
+
+        with anyio.move_on_after(0.2):
+            await fleet.call_tool("a", "sleep", {"seconds": 0.4})
+        with anyio.fail_after(5):
+            while text(await fleet.call_tool("a", "cancelled_count", {})) != "2":
+                await anyio.sleep(0.02)
+        assert fleet.is_ready("a")
+
+
+async def test_results_pass_through_without_output_schema_validation(tmp_path: Path) -> None:
+    async with running_fleet([stdio_config("a")], tmp_path) as (fleet, _):
+        with anyio.fail_after(10):
+            await fleet.ready.wait()
+        result = await fleet.call_tool("a", "bad_structured", {})
+        assert result.structured_content == {"n": "not a number"}
+        assert result.meta is None  # the modern serverInfo stamp is stripped
+
+
+async def test_bad_upstreams_park_and_never_disturb_the_others(tmp_path: Path) -> None:
+    gate = tmp_path / "fail"
+    gate.touch()
+    upstreams = [
+        stdio_config("good"),
+        UpstreamConfig(name="missing", command="no-such-command-anywhere"),
+        UpstreamConfig(name="nodir", command=sys.executable, cwd="does/not/exist"),
+        tiny_config("flaky", "--fail-while", str(gate)),
+    ]
+    started = time.monotonic()
+    async with running_fleet(upstreams, tmp_path, park_after=2, reprobe=0.5) as (fleet, registry):
+        with anyio.fail_after(1):
+            await fleet.wait_state("missing", State.PARKED)
+        assert time.monotonic() - started < 1
+        status = {s.name: s for s in fleet.status()}
+        assert "command not found: 'no-such-command-anywhere'" in status["missing"].reason
+        assert "working directory does not exist" in status["nodir"].reason
+        with anyio.fail_after(5):
+            await fleet.wait_state("flaky", State.BACKOFF)
+        assert "exited during startup" in fleet.status()[0].reason
+        with anyio.fail_after(10):
+            await fleet.wait_state("flaky", State.PARKED)
+            assert text(await fleet.call_tool("good", "echo", {"text": "hi"})) == "hi"
+            with pytest.raises(UpstreamUnavailable, match="temporarily unavailable"):
+                await fleet.call_tool("flaky", "echo", {"text": "hi"})
+            gate.unlink()  # the server can start now: the next re-probe brings it back
+            await fleet.wait_state("flaky", State.READY)
+        assert "flaky__echo" in registry.tools
+        assert fleet.is_ready("good")
+
+
+async def test_stopping_leaves_no_process_behind(tmp_path: Path) -> None:
+    before = descendants()
+    upstreams = [
+        stdio_config("a"),
+        stdio_config("parent", "--spawn-grandchild"),
+        UpstreamConfig(name="everything", command="mcp-server-everything", args=("stdio",)),
+        stdio_config("silent", "--hang", connect_timeout=60),
+    ]
+    async with running_fleet(upstreams, tmp_path) as (fleet, _):
+        with anyio.fail_after(10):
+            await wait_for(lambda: sum(fleet.is_ready(u.name) for u in upstreams) == 3, fleet.registry)
+        spawned = descendants() - before
+        assert len(spawned) >= 5  # four children and the grandchild
+    with anyio.fail_after(10):  # our children are reaped; the orphaned grandchild is killed
+        await wait_for(lambda: not (descendants() - before) and not any(alive(p) for p in spawned))
