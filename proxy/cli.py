@@ -13,7 +13,6 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -54,44 +53,47 @@ def _load(args: argparse.Namespace) -> Config:
     return config
 
 
-async def _stop_on_signal(stop: Callable[[], None]) -> None:
-    """Call `stop` on the first SIGTERM or SIGINT, so every front end shuts down cleanly."""
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for signum in signals:
-            logger.info("received %s; shutting down", signal.Signals(signum).name)
-            stop()
-            return
+class _Stopper:
+    """What a SIGTERM/SIGINT does: cancel everything, until a front end asks for a graceful stop."""
+
+    def __init__(self, scope: anyio.CancelScope) -> None:
+        self.action: Callable[[], None] = scope.cancel
+
+    async def wait_for_signal(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                logger.info("received %s; shutting down", signal.Signals(signum).name)
+                self.action()
+                return
 
 
 # --- serve ----------------------------------------------------------------------------------
 
 
 async def _serve(args: argparse.Namespace, config: Config) -> None:
-    async with run_gateway(config, context_tokens=args.context_tokens) as gateway:
-        toolbridge = ToolbridgeServer(
-            gateway.catalog,
-            gateway.fleet,
-            fleet_ready=gateway.fleet.ready,
-            startup_wait=config.toolsets.startup_wait,
-            profile=args.profile,
-        )
-        async with anyio.create_task_group() as tg:
+    async with anyio.create_task_group() as tg:
+        stopper = _Stopper(tg.cancel_scope)
+        tg.start_soon(stopper.wait_for_signal)
+        async with run_gateway(config, context_tokens=args.context_tokens) as gateway:
+            toolbridge = ToolbridgeServer(
+                gateway.catalog,
+                gateway.fleet,
+                fleet_ready=gateway.fleet.ready,
+                startup_wait=config.toolsets.startup_wait,
+                profile=args.profile,
+            )
             await tg.start(toolbridge.watch_changes)
             if args.transport == "stdio":
-                tg.start_soon(_stop_on_signal, tg.cancel_scope.cancel)
                 async with stdio_server() as (read, write):
                     await toolbridge.server.run(read, write, toolbridge.server.create_initialization_options())
             else:
-                await _serve_http(args, gateway, toolbridge, tg)
-            tg.cancel_scope.cancel()
+                await _serve_http(args, gateway, toolbridge, stopper)
+        tg.cancel_scope.cancel()
 
 
-async def _serve_http(
-    args: argparse.Namespace, gateway: Gateway, toolbridge: ToolbridgeServer, tg: anyio.abc.TaskGroup
-) -> None:
-    import uvicorn
-
-    from proxy.http import GatewayApp, default_allowed_hosts
+async def _serve_http(args: argparse.Namespace, gateway: Gateway, toolbridge: ToolbridgeServer,
+                      stopper: _Stopper) -> None:
+    from proxy.http import GatewayApp, default_allowed_hosts, serve_app
 
     def health() -> dict[str, Any]:
         return {"status": "ok", "servers": {s.name: s.state.name.lower() for s in gateway.fleet.status()}}
@@ -105,20 +107,12 @@ async def _serve_http(
         auth_token=args.auth_token or os.environ.get("TOOLBRIDGE_AUTH_TOKEN") or None,
         health=health,
     )
-
-    class Server(uvicorn.Server):
-        def capture_signals(self) -> Any:  # signals are handled by our task group
-            return nullcontext()
-
-    server = Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", lifespan="on",
-                                   timeout_graceful_shutdown=5))
-
-    def stop() -> None:
-        server.should_exit = True
-
-    tg.start_soon(_stop_on_signal, stop)
     logger.info("serving Streamable HTTP on http://%s:%s/mcp", args.host, args.port)
-    await server.serve()
+
+    def graceful(stop: Callable[[], None]) -> None:
+        stopper.action = stop
+
+    await serve_app(app, args.host, args.port, on_start=graceful)
 
 
 # --- one-shot commands ----------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hmac
 import logging
 from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 from typing import Any
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -122,3 +123,23 @@ class GatewayApp:
             message = await receive()
         await send({"type": "lifespan.shutdown.complete"})
 
+
+
+async def serve_app(
+    app: GatewayApp, host: str, port: int, *, on_start: Callable[[Callable[[], None]], None]
+) -> None:
+    """Serve with uvicorn until stopped; `on_start` receives the function that stops it gracefully."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def capture_signals(self) -> Any:  # the caller owns signal handling
+            return nullcontext()
+
+    server = Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
+                                   timeout_graceful_shutdown=5))
+
+    def stop() -> None:
+        server.should_exit = True
+
+    on_start(stop)
+    await server.serve()
