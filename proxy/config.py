@@ -15,13 +15,21 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from proxy.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
-SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # use with fullmatch: `$` accepts a trailing newline
 _VARIABLE = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -64,12 +72,24 @@ class UpstreamConfig(_Frozen):
             return {str(k): "" if v is None else str(v) for k, v in value.items()}
         return value
 
+    @field_validator("url")
+    @classmethod
+    def _url_excludes_command(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and info.data.get("command") is not None:
+            raise ValueError("'command' (stdio) and 'url' (remote) are exclusive; give one")
+        return value
+
+    @field_validator("transport")
+    @classmethod
+    def _transport_needs_url(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and info.data.get("command") is not None:
+            raise ValueError("'transport' applies to 'url' upstreams only")
+        return value
+
     @model_validator(mode="after")
     def _one_target(self) -> UpstreamConfig:
-        if (self.command is None) == (self.url is None):
-            raise ValueError("exactly one of 'command' (stdio) or 'url' (remote) is required")
-        if self.command is not None and self.transport is not None:
-            raise ValueError("'transport' applies to 'url' upstreams only")
+        if self.command is None and self.url is None:
+            raise ValueError("one of 'command' (stdio) or 'url' (remote) is required")
         return self
 
     @property
@@ -113,11 +133,20 @@ class ToolsetsConfig(_Frozen):
     startup_wait: float = Field(default=3.0, ge=0)
     tool_search: ToolSearchSettings = ToolSearchSettings()
 
-    @model_validator(mode="after")
-    def _has_default_profile(self) -> ToolsetsConfig:
-        if "default" not in self.profiles:
-            self.profiles["default"] = ProfileConfig()
-        return self
+    @field_validator("toolsets", "profiles", mode="before")
+    @classmethod
+    def _empty_entries_are_defaults(cls, value: Any) -> Any:
+        # `profiles: {default: }` is an empty entry, not an error.
+        if isinstance(value, Mapping):
+            return {k: {} if v is None else v for k, v in value.items()}
+        return value
+
+    @field_validator("profiles")
+    @classmethod
+    def _has_default_profile(cls, value: dict[str, ProfileConfig]) -> dict[str, ProfileConfig]:
+        if "default" not in value:
+            return {**value, "default": ProfileConfig()}
+        return value
 
 
 @dataclass
@@ -207,26 +236,38 @@ def parse_tool_search(raw: Any) -> tuple[ToolSearchSettings, list[str]]:
 # --- interpolation and YAML -------------------------------------------------------------------
 
 
-def interpolate(value: Any, environ: Mapping[str, str]) -> Any:
-    """Replace `${VAR}` and `${env:VAR}` in every string of `value`.
+class _UnsetVariable(KeyError):
+    """An unset `${VAR}`, with where in the document it was used."""
 
-    Raises:
-        KeyError: naming the first variable that is not set.
-    """
+    def __init__(self, name: str, location: tuple[Any, ...]) -> None:
+        super().__init__(name)
+        self.location = location
+
+
+def _interpolate(value: Any, environ: Mapping[str, str], location: tuple[Any, ...]) -> Any:
     if isinstance(value, str):
 
         def substitute(match: re.Match[str]) -> str:
             name = match.group(1)
             if name not in environ:
-                raise KeyError(name)
+                raise _UnsetVariable(name, location)
             return environ[name]
 
         return _VARIABLE.sub(substitute, value)
-    if isinstance(value, list):
-        return [interpolate(v, environ) for v in value]
-    if isinstance(value, dict):
-        return {k: interpolate(v, environ) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_interpolate(v, environ, (*location, i)) for i, v in enumerate(value)]
+    if isinstance(value, Mapping):
+        return {k: _interpolate(v, environ, (*location, k)) for k, v in value.items()}
     return value
+
+
+def interpolate(value: Any, environ: Mapping[str, str]) -> Any:
+    """Replace `${VAR}` and `${env:VAR}` in every string of `value` (mapping keys are left alone).
+
+    Raises:
+        KeyError: naming the first variable that is not set.
+    """
+    return _interpolate(value, environ, ())
 
 
 def _read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
@@ -243,22 +284,36 @@ def _read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(str(path), f"invalid YAML: {problem}", mark.line + 1 if mark else None) from exc
     return data, node
 
 
+def _is_key(node: yaml.Node, key: Any) -> bool:
+    if not isinstance(node, yaml.ScalarNode):
+        return False
+    if isinstance(key, str):
+        return node.tag == "tag:yaml.org,2002:str" and node.value == key
+    try:  # a YAML 1.1 key like `on` or `1` was constructed to a bool or int
+        value = yaml.SafeLoader("").construct_object(node)
+    except yaml.YAMLError:
+        return False
+    return bool(value == key)  # pydantic reports a True key as 1, so compare by value
+
+
 def _line_of(node: yaml.Node | None, location: tuple[Any, ...]) -> int | None:
-    """The 1-based line of the value at `location` in a composed YAML tree, as deep as it exists."""
+    """The 1-based line of the value at `location` in a composed YAML tree, as deep as it exists.
+
+    A mapping entry is reported at its key's line, which is where a reader looks for it.
+    """
     line = node.start_mark.line + 1 if node is not None else None
     for key in location:
         if isinstance(node, yaml.MappingNode):
-            child = next((v for k, v in node.value if k.value == str(key)), None)
-            if child is None:
+            pair = next(((k, v) for k, v in node.value if _is_key(k, key)), None)
+            if pair is None:
                 break
-            key_node = next(k for k, v in node.value if v is child)
-            node, line = child, key_node.start_mark.line + 1
+            node, line = pair[1], pair[0].start_mark.line + 1
         elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
             node = node.value[key]
             line = node.start_mark.line + 1
@@ -268,12 +323,17 @@ def _line_of(node: yaml.Node | None, location: tuple[Any, ...]) -> int | None:
 
 
 def _validation_problem(path: Path, node: yaml.Node | None, exc: ValidationError) -> ConfigError:
-    error = exc.errors(include_url=False)[0]
+    errors = exc.errors(include_url=False)
+    error = errors[0]
     location = tuple(part for part in error["loc"] if part != "name")
-    field_name = ".".join(str(part) for part in location) or "(file)"
-    message = error["msg"]
-    if error["type"] == "extra_forbidden":
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] in ("extra_forbidden", "invalid_key"):
         message = "unknown field"
+    if len(errors) > 1:
+        message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    if not location:
+        return ConfigError(str(path), message)
+    field_name = ".".join(str(part) for part in location)
     return ConfigError(str(path), f"{field_name}: {message}", _line_of(node, location))
 
 
@@ -287,20 +347,23 @@ def load_upstream(path: Path, environ: Mapping[str, str]) -> UpstreamConfig:
         ConfigError: with the file, line where known, and reason.
     """
     name = path.stem
-    if not SERVER_NAME.match(name):
+    if not SERVER_NAME.fullmatch(name):
         raise ConfigError(str(path), f"server name {name!r} must match [A-Za-z0-9_-]{{1,64}}")
     data, node = _read_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError(str(path), "expected a mapping of settings", _line_of(node, ()))
-    try:
-        data = interpolate(data, environ)
-    except KeyError as exc:
-        raise ConfigError(str(path), f"environment variable {exc.args[0]} is not set") from None
     if "name" in data:
         raise ConfigError(str(path), "name: unknown field (the file name is the server name)",
                           _line_of(node, ("name",)))
     try:
-        return UpstreamConfig(name=name, **data)
+        data = _interpolate(data, environ, ())
+    except _UnsetVariable as exc:
+        where = ".".join(str(part) for part in exc.location)
+        raise ConfigError(
+            str(path), f"{where}: environment variable {exc.args[0]} is not set", _line_of(node, exc.location)
+        ) from None
+    try:
+        return UpstreamConfig.model_validate({**data, "name": name})
     except ValidationError as exc:
         raise _validation_problem(path, node, exc) from None
 
@@ -320,13 +383,21 @@ def load_toolsets(path: Path) -> tuple[ToolsetsConfig, list[str]]:
         raise ConfigError(str(path), "expected a mapping of settings", _line_of(node, ()))
     data = dict(data)
     settings, warnings = parse_tool_search(data.pop("tool_search", None))
-    for key in ("toolsets", "profiles"):
-        if data.get(key) is None:
-            data.pop(key, None)
+    for key in ("core", "toolsets", "profiles"):
+        if key in data and data[key] is None:
+            del data[key]
     try:
-        return ToolsetsConfig(**data, tool_search=settings), warnings
+        return ToolsetsConfig.model_validate({**data, "tool_search": settings}), warnings
     except ValidationError as exc:
         raise _validation_problem(path, node, exc) from None
+
+
+def _upstream_files(directory: Path) -> list[Path]:
+    """`*.yaml` and `*.yml` files, hidden ones (editor backups, lock files) skipped."""
+    if not directory.is_dir():
+        return []
+    files = [*directory.glob("*.yaml"), *directory.glob("*.yml")]
+    return sorted(path for path in files if not path.name.startswith(".") and path.is_file())
 
 
 def load_config(directory: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> Config:
@@ -336,17 +407,23 @@ def load_config(directory: str | os.PathLike[str], environ: Mapping[str, str] | 
     """
     environ = os.environ if environ is None else environ
     config = Config(directory=Path(directory))
+    toolsets_path = config.directory / "toolsets.yaml"
     try:
-        config.toolsets, config.warnings = load_toolsets(config.directory / "toolsets.yaml")
+        config.toolsets, config.warnings = load_toolsets(toolsets_path)
     except ConfigError as problem:
         config.problems.append(problem)
-    upstream_dir = config.directory / "upstreams"
-    files = sorted([*upstream_dir.glob("*.yaml"), *upstream_dir.glob("*.yml")])  # none if absent
-    for path in files:
+    except Exception as exc:  # a loader bug must not take the other files down
+        logger.exception("unexpected error loading %s", toolsets_path)
+        config.problems.append(ConfigError(str(toolsets_path), f"unexpected error: {exc}"))
+    for path in _upstream_files(config.directory / "upstreams"):
         try:
             upstream = load_upstream(path, environ)
         except ConfigError as problem:
             config.problems.append(problem)
+            continue
+        except Exception as exc:
+            logger.exception("unexpected error loading %s", path)
+            config.problems.append(ConfigError(str(path), f"unexpected error: {exc}"))
             continue
         if upstream.name in config.upstreams:
             config.problems.append(ConfigError(str(path), f"server {upstream.name!r} is defined twice"))

@@ -20,7 +20,14 @@ from typing import Any
 
 
 class ToolbridgeError(Exception):
-    """Base class of every error toolbridge raises on purpose."""
+    """Base class of every error toolbridge raises on purpose.
+
+    String arguments are redacted on the way in, so neither `str()` nor `repr()` can echo a
+    credential, whichever subclass built the message.
+    """
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(redact(arg) if isinstance(arg, str) else arg for arg in args))
 
 
 class ConfigError(ToolbridgeError):
@@ -28,10 +35,10 @@ class ConfigError(ToolbridgeError):
 
     def __init__(self, path: str, reason: str, line: int | None = None) -> None:
         self.path = path
-        self.reason = reason
+        self.reason = redact(reason)
         self.line = line
         where = f"{path}:{line}" if line else path
-        super().__init__(f"{where}: {reason}")
+        super().__init__(f"{where}: {self.reason}")
 
 
 class UpstreamError(ToolbridgeError):
@@ -79,16 +86,26 @@ class InvalidArguments(ToolCallError):
         super().__init__(message)
 
 
+_REDACTED = "[REDACTED]"
 _SECRET_PATTERNS = [
-    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]+"), r"\1 [REDACTED]"),
+    # An Authorization header value, whatever its scheme (Bearer, Basic, Token, a bare key).
+    (
+        re.compile(r"(?i)\b((?:proxy-)?authorization[\"']?\s*[=:]\s*[\"']?)(?:(bearer|basic|token|digest)\s+)?"
+                   r"[^\s\"',;&]+"),
+        lambda m: f"{m.group(1)}{m.group(2) + ' ' if m.group(2) else ''}{_REDACTED}",
+    ),
+    (re.compile(r"(?i)\b(bearer|basic)\s+(?!\[REDACTED\])[A-Za-z0-9._~+/=-]+"), rf"\1 {_REDACTED}"),
+    # `key=value`, `key: value`, `"key": "value"`, for any name ending in a secret-ish word:
+    # OPENAI_API_KEY=, client_secret=, refresh_token: ...
     (
         re.compile(
-            r"(?i)\b((?:api[_-]?)?key|token|access[_-]?token|secret|password|passwd|pwd|auth)"
-            r"(\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|[^\s&,;\"']+)"
+            r"(?i)\b([A-Za-z0-9_.-]*?(?:key|token|secret|password|passwd|pwd|auth|credentials?))"
+            r"([\"']?\s*[=:]\s*)(?!\[REDACTED\])(\"[^\"]*\"|'[^']*'|[^\s&,;\"'}\]]+)"
         ),
-        r"\1\2[REDACTED]",
+        rf"\1\2{_REDACTED}",
     ),
-    (re.compile(r"(?i)(://[^/\s:@]+:)[^@\s/]+@"), r"\1[REDACTED]@"),
+    # URL userinfo: scheme://user:password@host (the user may be empty).
+    (re.compile(r"(?i)(://[^/\s:@]*:)[^@\s/]+@"), rf"\1{_REDACTED}@"),
 ]
 
 

@@ -18,21 +18,25 @@ def sanitize(text: str) -> str:
     return _UNSAFE.sub("_", text)
 
 
-def _digest(server: str, raw_name: str) -> str:
-    return hashlib.sha256(f"{server}\x00{raw_name}".encode()).hexdigest()[:_HASH_LENGTH]
+def _digest(server: str, raw_name: str, salt: int) -> str:
+    # surrogatepass: a tool name decoded from JSON may hold a lone surrogate.
+    text = f"{server}\x00{raw_name}" + (f"\x00{salt}" if salt else "")
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:_HASH_LENGTH]
 
 
-def _with_digest(base: str, server: str, raw_name: str) -> str:
+def _with_digest(base: str, server: str, raw_name: str, salt: int = 0) -> str:
     keep = MAX_LENGTH - _HASH_LENGTH - 1
-    return f"{base[:keep]}_{_digest(server, raw_name)}"
+    return f"{base[:keep]}_{_digest(server, raw_name, salt)}"
 
 
 def qualify_names(server: str, raw_names: Iterable[str]) -> dict[str, str]:
     """Map each raw tool name of one server to a unique, valid qualified name.
 
     A name keeps its plain sanitised form when it fits in 64 characters and no other tool of the
-    server sanitises to the same text; otherwise it gets a prefix plus a short hash of the raw
-    name. Raw names are processed in sorted order, so the result does not depend on input order.
+    server sanitises to the same text (a raw name that needed no sanitising keeps it even then);
+    otherwise it gets a prefix plus a short hash of the raw name. Should a hashed name meet a name
+    already given out (a raw name can spell out another tool's hashed form), it is salted until it
+    is free. Raw names are processed in sorted order, so the result does not depend on input order.
     """
     prefix = sanitize(server) + SEPARATOR
     unique = sorted(set(raw_names))
@@ -41,13 +45,24 @@ def qualify_names(server: str, raw_names: Iterable[str]) -> dict[str, str]:
     for name in plain.values():
         counts[name] = counts.get(name, 0) + 1
     qualified: dict[str, str] = {}
+    hashed: list[str] = []
     for raw in unique:
         name = plain[raw]
         lossless = name == prefix + raw
         if len(name) > MAX_LENGTH or (counts[name] > 1 and not lossless):
-            name = _with_digest(name, server, raw)
+            hashed.append(raw)
+        else:
+            qualified[raw] = name
+    taken = set(qualified.values())
+    for raw in hashed:
+        salt = 0
+        name = _with_digest(plain[raw], server, raw)
+        while name in taken:
+            salt += 1
+            name = _with_digest(plain[raw], server, raw, salt)
+        taken.add(name)
         qualified[raw] = name
-    return qualified
+    return {raw: qualified[raw] for raw in unique}
 
 
 def qualify_name(server: str, raw_name: str) -> str:

@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import anyio
@@ -81,10 +82,11 @@ class Registry:
 
     @property
     def tools(self) -> Mapping[str, ToolEntry]:
-        return self._tools
+        """Every registered tool by qualified name (a read-only live view)."""
+        return MappingProxyType(self._tools)
 
     def server_tools(self, server: str) -> Mapping[str, ToolEntry]:
-        return self._by_server.get(server, {})
+        return MappingProxyType(self._by_server.get(server, {}))
 
     @property
     def servers(self) -> list[str]:
@@ -101,7 +103,11 @@ class Registry:
     # --- writing -----------------------------------------------------------------------------
 
     def add_listener(self, listener: Listener) -> None:
-        """Call `listener(server, entries)` after each change of that server's tools."""
+        """Call `listener(server, entries)` after each change of that server's tools.
+
+        Listeners run after the generation moved, so they see the new state; one that raises is
+        logged and does not stop the others (nor undo the change).
+        """
         self._listeners.append(listener)
 
     def set_server_tools(self, server: str, tools: Iterable[types.Tool]) -> ServerChange:
@@ -117,9 +123,16 @@ class Registry:
         refused: list[str] = []
         for raw, name in qualified.items():
             owner = self._tools.get(name)
-            if name in BRIDGE_NAMES or (owner is not None and owner.server != server):
+            if name in BRIDGE_NAMES:
                 refused.append(name)
-                logger.warning("server %s: tool name %s is already taken; tool %r skipped", server, name, raw)
+                logger.warning("server %s: tool name %s is reserved; tool %r skipped", server, name, raw)
+                continue
+            if owner is not None and owner.server != server:
+                refused.append(name)
+                logger.warning(
+                    "server %s: tool name %s is already taken by server %s; tool %r skipped",
+                    server, name, owner.server, raw,
+                )
                 continue
             new[name] = ToolEntry(name, server, raw, by_raw[raw].model_copy(update={"name": name}))
         added = tuple(sorted(n for n in new if n not in old))
@@ -148,10 +161,13 @@ class Registry:
         self._changed = anyio.Event()
 
     def _after_change(self, server: str) -> None:
+        self.bump()
         entries = list(self._by_server.get(server, {}).values())
         for listener in self._listeners:
-            listener(server, entries)
-        self.bump()
+            try:
+                listener(server, entries)
+            except Exception:
+                logger.exception("registry listener %r failed for server %s", listener, server)
 
     async def wait_for_change(self, since: int) -> int:
         """Return the generation as soon as it differs from `since`."""

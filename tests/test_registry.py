@@ -1,0 +1,462 @@
+"""The live registry (SPEC §4): names, `mcp-<server>` toolsets, refusals, generation, availability."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+import pytest
+from mcp import types
+
+import proxy.registry
+from proxy.registry import BRIDGE_NAMES, Availability, Registry, ServerChange, ToolEntry
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def tool(name: str, description: str = "", **schema: Any) -> types.Tool:
+    return types.Tool(name=name, description=description, input_schema={"type": "object", **schema})
+
+
+def tools(*names: str) -> list[types.Tool]:
+    return [tool(name) for name in names]
+
+
+# --- names and entries ------------------------------------------------------------------------
+
+
+def test_tools_get_qualified_names_that_map_back_to_server_and_raw_name() -> None:
+    registry = Registry()
+    registry.set_server_tools("fs", [tool("read.file", "Read a file."), tool("write")])
+    assert sorted(registry.tools) == ["fs__read_file", "fs__write"]
+    entry = registry.get("fs__read_file")
+    assert isinstance(entry, ToolEntry)
+    assert (entry.name, entry.server, entry.raw_name) == ("fs__read_file", "fs", "read.file")
+    assert entry.tool.name == "fs__read_file"
+    assert entry.description == "Read a file."
+    assert entry.input_schema == {"type": "object"}
+
+
+def test_names_are_never_parsed_back() -> None:
+    registry = Registry()
+    registry.set_server_tools("a__b", tools("c"))
+    registry.set_server_tools("a", tools("b__d"))
+    assert (registry.get("a__b__c").server, registry.get("a__b__c").raw_name) == ("a__b", "c")
+    assert (registry.get("a__b__d").server, registry.get("a__b__d").raw_name) == ("a", "b__d")
+
+
+def test_entry_keeps_the_upstream_definition_apart_from_the_name() -> None:
+    upstream = types.Tool(
+        name="t", title="T", description="d", input_schema={"type": "object", "required": ["x"]},
+        output_schema={"type": "object"}, annotations=types.ToolAnnotations(read_only_hint=True),
+    )
+    registry = Registry()
+    registry.set_server_tools("s", [upstream])
+    entry = registry.get("s__t")
+    assert entry is not None
+    assert entry.tool == upstream.model_copy(update={"name": "s__t"})
+    assert upstream.name == "t"  # the caller's object is not modified
+
+
+def test_unknown_names_are_none() -> None:
+    registry = Registry()
+    assert registry.get("nope") is None
+    assert registry.server_tools("nope") == {}
+    assert registry.servers == []
+    assert registry.toolsets() == {}
+
+
+def test_servers_are_sorted_and_server_tools_are_per_server() -> None:
+    registry = Registry()
+    registry.set_server_tools("zeta", tools("a"))
+    registry.set_server_tools("alpha", tools("a", "b"))
+    assert registry.servers == ["alpha", "zeta"]
+    assert sorted(registry.server_tools("alpha")) == ["alpha__a", "alpha__b"]
+    assert list(registry.server_tools("zeta")) == ["zeta__a"]
+
+
+def test_read_views_cannot_be_used_to_mutate_the_registry() -> None:
+    registry = Registry()
+    registry.set_server_tools("s", tools("a"))
+    with pytest.raises(TypeError):
+        registry.tools["x"] = registry.get("s__a")  # type: ignore[index]
+    with pytest.raises(TypeError):
+        registry.server_tools("s")["x"] = registry.get("s__a")  # type: ignore[index]
+
+
+# --- dynamic toolsets -------------------------------------------------------------------------
+
+
+def test_server_toolset_exists_from_first_registration_until_last_removal() -> None:
+    registry = Registry()
+    assert "mcp-git" not in registry.toolsets()
+    registry.set_server_tools("git", tools("status"))
+    assert registry.toolsets() == {"mcp-git": frozenset({"git__status"})}
+    registry.set_server_tools("git", tools("status", "log"))
+    assert registry.toolsets()["mcp-git"] == {"git__status", "git__log"}
+    registry.set_server_tools("git", tools("log"))
+    assert registry.toolsets()["mcp-git"] == {"git__log"}
+    registry.set_server_tools("git", [])
+    assert registry.toolsets() == {}
+    assert registry.servers == []
+
+
+def test_remove_server_drops_its_tools_and_toolset_only() -> None:
+    registry = Registry()
+    registry.set_server_tools("a", tools("x"))
+    registry.set_server_tools("b", tools("y"))
+    change = registry.remove_server("a")
+    assert change == ServerChange("a", removed=("a__x",))
+    assert list(registry.tools) == ["b__y"]
+    assert registry.toolsets() == {"mcp-b": frozenset({"b__y"})}
+    assert registry.remove_server("a") == ServerChange("a")
+
+
+def test_bare_server_name_is_an_alias_of_its_toolset() -> None:
+    registry = Registry()
+    registry.set_server_tools("git", tools("status"))
+    assert registry.resolve_toolset_alias("git") == "mcp-git"
+    assert registry.resolve_toolset_alias("mcp-git") == "mcp-git"
+    assert registry.resolve_toolset_alias("research") == "research"
+    registry.remove_server("git")
+    assert registry.resolve_toolset_alias("git") == "git"
+
+
+# --- refusals ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("reserved", sorted(BRIDGE_NAMES))
+def test_reserved_bridge_names_are_refused_and_logged(
+    reserved: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Qualified names always hold `__`, so only a qualifier bug could produce a bridge name;
+    # the registry must refuse it anyway.
+    monkeypatch.setattr(proxy.registry, "qualify_names", lambda server, raws: {r: r for r in raws})
+    registry = Registry()
+    with caplog.at_level(logging.WARNING, logger="proxy.registry"):
+        change = registry.set_server_tools("evil", tools(reserved, "fine"))
+    assert change.refused == (reserved,)
+    assert change.added == ("fine",)
+    assert registry.get(reserved) is None
+    assert reserved in caplog.text
+    assert "reserved" in caplog.text
+
+
+def test_bridge_names_are_the_three_bridge_tools() -> None:
+    assert frozenset({"tool_search", "tool_describe", "tool_call"}) == BRIDGE_NAMES
+
+
+def test_a_name_owned_by_another_server_is_refused_and_logged(caplog: pytest.LogCaptureFixture) -> None:
+    registry = Registry()
+    registry.set_server_tools("a", tools("b__c"))  # a__b__c
+    generation = registry.generation
+    with caplog.at_level(logging.WARNING, logger="proxy.registry"):
+        change = registry.set_server_tools("a__b", tools("c", "d"))  # a__b__c clashes
+    assert change.refused == ("a__b__c",)
+    assert change.added == ("a__b__d",)
+    assert registry.get("a__b__c").server == "a"
+    assert registry.toolsets()["mcp-a__b"] == {"a__b__d"}
+    assert registry.generation == generation + 1
+    assert "a__b__c" in caplog.text
+    assert any(r.levelno == logging.WARNING for r in caplog.records)
+
+
+def test_a_fully_refused_registration_changes_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    registry = Registry()
+    registry.set_server_tools("a", tools("b__c"))
+    generation = registry.generation
+    with caplog.at_level(logging.WARNING, logger="proxy.registry"):
+        change = registry.set_server_tools("a__b", tools("c"))
+    assert not change.changed
+    assert change.refused == ("a__b__c",)
+    assert registry.generation == generation
+    assert "mcp-a__b" not in registry.toolsets()
+    assert caplog.records
+
+
+def test_re_registering_the_same_server_replaces_in_place() -> None:
+    registry = Registry()
+    registry.set_server_tools("s", [tool("a", "old"), tool("b"), tool("c")])
+    order = list(registry.tools)
+    change = registry.set_server_tools("s", [tool("c"), tool("a", "new"), tool("b")])
+    assert change == ServerChange("s", replaced=("s__a",))
+    assert registry.get("s__a").description == "new"
+    assert list(registry.tools) == order
+
+
+def test_changes_report_added_replaced_removed() -> None:
+    registry = Registry()
+    assert registry.set_server_tools("s", tools("a", "b")) == ServerChange("s", added=("s__a", "s__b"))
+    change = registry.set_server_tools("s", [tool("b", "changed"), tool("c")])
+    assert change == ServerChange("s", added=("s__c",), replaced=("s__b",), removed=("s__a",))
+    assert change.changed
+    assert sorted(registry.tools) == ["s__b", "s__c"]
+
+
+# --- generation -------------------------------------------------------------------------------
+
+
+def test_generation_bumps_exactly_once_per_changed_set_server_tools() -> None:
+    registry = Registry()
+    assert registry.generation == 0
+    registry.set_server_tools("s", tools("a", "b", "c"))
+    assert registry.generation == 1
+    registry.set_server_tools("s", [tool("a", "x"), tool("b", "y"), tool("d")])  # replace 2, add 1, drop 1
+    assert registry.generation == 2
+    registry.remove_server("s")
+    assert registry.generation == 3
+
+
+def test_a_no_op_does_not_bump_the_generation() -> None:
+    registry = Registry()
+    registry.set_server_tools("s", [tool("a", "d"), tool("b")])
+    generation = registry.generation
+    change = registry.set_server_tools("s", [tool("b"), tool("a", "d")])
+    assert not change.changed
+    assert change == ServerChange("s")
+    assert registry.generation == generation
+    assert registry.remove_server("never-registered") == ServerChange("never-registered")
+    assert registry.set_server_tools("empty", []) == ServerChange("empty")
+    assert registry.generation == generation
+
+
+def test_bump_moves_the_generation_without_a_registration() -> None:
+    registry = Registry()
+    registry.bump()
+    registry.bump()
+    assert registry.generation == 2
+
+
+@pytest.mark.anyio
+async def test_wait_for_change_returns_at_once_when_already_changed() -> None:
+    registry = Registry()
+    registry.set_server_tools("s", tools("a"))
+    with anyio.fail_after(5):
+        assert await registry.wait_for_change(0) == 1
+
+
+@pytest.mark.anyio
+async def test_wait_for_change_wakes_on_a_registration() -> None:
+    registry = Registry()
+    woke: list[int] = []
+
+    async def waiter() -> None:
+        woke.append(await registry.wait_for_change(registry.generation))
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(waiter)
+            tg.start_soon(waiter)
+            await anyio.wait_all_tasks_blocked()
+            assert woke == []
+            registry.set_server_tools("s", tools("a"))
+    assert woke == [1, 1]
+
+
+@pytest.mark.anyio
+async def test_wait_for_change_keeps_waiting_through_a_no_op_and_wakes_on_bump() -> None:
+    registry = Registry()
+    registry.set_server_tools("s", tools("a"))
+    woke: list[int] = []
+
+    async def waiter() -> None:
+        woke.append(await registry.wait_for_change(1))
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(waiter)
+            await anyio.wait_all_tasks_blocked()
+            registry.set_server_tools("s", tools("a"))  # no-op
+            await anyio.wait_all_tasks_blocked()
+            assert woke == []
+            registry.bump()
+    assert woke == [2]
+
+
+@pytest.mark.anyio
+async def test_wait_for_change_in_a_loop_sees_every_later_change() -> None:
+    registry = Registry()
+    seen: list[int] = []
+
+    async def follower() -> None:
+        generation = 0
+        while generation < 3:
+            generation = await registry.wait_for_change(generation)
+            seen.append(generation)
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(follower)
+            for server in ("a", "b", "c"):
+                await anyio.wait_all_tasks_blocked()
+                registry.set_server_tools(server, tools("t"))
+    assert seen == [1, 2, 3]
+
+
+# --- listeners --------------------------------------------------------------------------------
+
+
+def test_listeners_get_the_servers_entries_after_each_change() -> None:
+    registry = Registry()
+    calls: list[tuple[str, list[str], int]] = []
+
+    def listener(server: str, entries: Sequence[ToolEntry]) -> None:
+        calls.append((server, sorted(e.name for e in entries), registry.generation))
+
+    registry.add_listener(listener)
+    registry.set_server_tools("s", tools("a", "b"))
+    registry.set_server_tools("s", tools("a", "b"))  # no-op: no call
+    registry.set_server_tools("t", tools("x"))
+    registry.remove_server("s")
+    assert calls == [("s", ["s__a", "s__b"], 1), ("t", ["t__x"], 2), ("s", [], 3)]
+    assert registry.get("s__a") is None
+
+
+def test_every_listener_is_called_in_order() -> None:
+    registry = Registry()
+    order: list[str] = []
+    registry.add_listener(lambda server, entries: order.append("first"))
+    registry.add_listener(lambda server, entries: order.append("second"))
+    registry.set_server_tools("s", tools("a"))
+    assert order == ["first", "second"]
+
+
+def test_a_failing_listener_is_logged_and_does_not_stop_the_others(caplog: pytest.LogCaptureFixture) -> None:
+    registry = Registry()
+    seen: list[str] = []
+
+    def broken(server: str, entries: Sequence[ToolEntry]) -> None:
+        raise RuntimeError("boom")
+
+    registry.add_listener(broken)
+    registry.add_listener(lambda server, entries: seen.append(server))
+    with caplog.at_level(logging.ERROR, logger="proxy.registry"):
+        change = registry.set_server_tools("s", tools("a"))
+    assert change.added == ("s__a",)
+    assert seen == ["s"]
+    assert registry.generation == 1
+    assert "boom" in caplog.text
+
+
+# --- availability -----------------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Upstreams:
+    """A scripted `check`: the truth per server, with a count of how often it was asked."""
+
+    def __init__(self, **up: bool) -> None:
+        self.up = dict(up)
+        self.asked: list[str] = []
+
+    def __call__(self, server: str) -> bool:
+        self.asked.append(server)
+        return self.up.get(server, False)
+
+
+def availability(**up: bool) -> tuple[Availability, Upstreams, Clock]:
+    check, clock = Upstreams(**up), Clock()
+    return Availability(check, clock=clock), check, clock
+
+
+def test_answers_are_cached_for_30_seconds() -> None:
+    available, check, clock = availability(s=True)
+    assert available("s")
+    check.up["s"] = False
+    clock.now += 29.9
+    assert available("s")
+    assert check.asked == ["s"]
+    clock.now += 0.1  # exactly 30 s: the cache has expired
+    assert available("s")  # a flake now: within 60 s of the last success
+    assert check.asked == ["s", "s"]
+
+
+def test_a_failure_within_60_seconds_of_the_last_success_is_a_flake(caplog: pytest.LogCaptureFixture) -> None:
+    available, check, clock = availability(s=True)
+    assert available("s")
+    check.up["s"] = False
+    clock.now += 31
+    with caplog.at_level(logging.WARNING, logger="proxy.registry"):
+        assert available("s")
+        clock.now += 1
+        assert available("s")  # nothing was cached: asked again, still a flake
+        clock.now += 27.9  # 59.9 s after the last success
+        assert available("s")
+    assert check.asked == ["s", "s", "s", "s"]
+    assert caplog.records == []
+
+
+def test_a_failure_after_the_grace_is_recorded_cached_and_logged(caplog: pytest.LogCaptureFixture) -> None:
+    available, check, clock = availability(s=True)
+    assert available("s")
+    check.up["s"] = False
+    clock.now += 60
+    with caplog.at_level(logging.WARNING, logger="proxy.registry"):
+        assert not available("s")
+    assert [r.levelno for r in caplog.records] == [logging.WARNING]
+    assert "s" in caplog.records[0].getMessage()
+    check.up["s"] = True
+    clock.now += 29
+    assert not available("s")  # the failure is cached
+    assert check.asked == ["s", "s"]
+    clock.now += 1
+    assert available("s")
+
+
+def test_a_server_never_seen_up_is_unavailable_and_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    available, check, clock = availability()
+    with caplog.at_level(logging.WARNING, logger="proxy.registry"):
+        assert not available("down")
+        clock.now += 31
+        assert not available("down")  # asked again, still down: not logged again
+    assert check.asked == ["down", "down"]
+    assert len(caplog.records) == 1
+
+
+def test_the_grace_counts_from_the_last_success_not_the_first() -> None:
+    available, check, clock = availability(s=True)
+    assert available("s")
+    clock.now += 50
+    assert available("s")  # cache expired, asked, success at t=50
+    check.up["s"] = False
+    clock.now += 40  # 90 s after the first success, 40 after the last
+    assert available("s")
+
+
+def test_forget_drops_the_cached_answer() -> None:
+    available, check, clock = availability(s=True)
+    assert available("s")
+    check.up["s"] = False
+    available.forget("s")
+    assert available("s")  # asked again: a flake (the last success was just now)
+    assert check.asked == ["s", "s"]
+    clock.now += 61
+    assert not available("s")
+    check.up["s"] = True
+    available.forget("s")
+    assert available("s")
+    available.forget("never-seen")  # no error
+
+
+def test_servers_are_independent() -> None:
+    available, _, _ = availability(up=True, down=False)
+    assert available("up")
+    assert not available("down")
+    assert available.unavailable(["up", "down", "other"]) == {"down", "other"}
+
+
+def test_defaults_are_30_and_60_seconds() -> None:
+    available = Availability(lambda server: True)
+    assert (available.ttl, available.grace) == (30.0, 60.0)
