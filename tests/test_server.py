@@ -17,11 +17,6 @@ pytestmark = pytest.mark.anyio
 MODES = ["legacy", "auto"]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def fleet() -> list[Upstream]:
     return [
         Upstream("time", [
