@@ -44,6 +44,7 @@ ProgressCallback = Callable[[float, float | None, str | None], Any]
 CLIENT_INFO = types.Implementation(name="toolbridge", version="0.1.0")
 MAX_PAGES = 1000
 KEEPALIVE_TIMEOUT = 10.0
+LISTEN_RETRY_DELAY = 1.0
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 _AUTH_STATUSES = (401, 403)
 _REJECT_STATUSES = (400, 404, 405, 406, 415)
@@ -365,6 +366,7 @@ class Connection:
                 return
             except SubscriptionLost:
                 self.signals.mark_changed()  # no replay: refetch, then listen again
+                await anyio.sleep(LISTEN_RETRY_DELAY)  # a stream that keeps dropping must not spin
             except (MCPError, ListenNotSupportedError) as exc:
                 logger.info("server %s: no change subscription (%s)", self.server, exc)
                 return

@@ -93,6 +93,29 @@ async def test_restarted_http_upstream_is_reconnected_transparently(tmp_path: Pa
                 assert "web__echo" in registry.tools
 
 
+@pytest.mark.parametrize("mode", MODES)
+async def test_dead_http_peer_is_noticed_by_the_keepalive(tmp_path: Path, mode: str) -> None:
+    port = free_port()
+    config = UpstreamConfig(name="web", url=f"http://127.0.0.1:{port}/mcp")
+    up, stop = anyio.Event(), anyio.Event()
+
+    async def server() -> None:
+        async with serve_app(http_app(), port):
+            up.set()
+            await stop.wait()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server)
+        await up.wait()
+        async with running_fleet([config], tmp_path, mode=mode, keepalive=0.2) as (fleet, registry):
+            with anyio.fail_after(10):
+                await fleet.ready.wait()
+            stop.set()  # no call follows: only the keepalive can notice
+            with anyio.fail_after(3):
+                await fleet.wait_state("web", State.BACKOFF)
+            assert "web__echo" in registry.tools  # still listed within the flake window
+
+
 async def test_auth_failure_parks_at_once_without_leaking_secrets(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
