@@ -19,18 +19,14 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent / PACKAGE
 # Lowest first. A module may import its own layer and the layers below it, never above.
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("foundation", frozenset({"__init__", "errors", "names", "config", "backoff"})),
-    ("upstreams", frozenset({"upstream", "fleet"})),
-    ("registry", frozenset({"registry", "toolsets"})),
+    ("upstreams", frozenset({"upstream"})),
+    # The fleet supervises connections and keeps their tools registered: it lives with the registry.
+    ("registry", frozenset({"registry", "toolsets", "fleet"})),
     ("surface", frozenset({"listing", "search", "surface", "arguments", "catalog"})),
     ("serving", frozenset({"bridge", "server", "http", "gateway"})),
     ("cli", frozenset({"cli", "__main__"})),
 )
 LAYER_OF = {module: index for index, (_, modules) in enumerate(LAYERS) for module in modules}
-
-# Upward imports that are deliberate, each with its reason. Keep this short.
-ALLOWED_UPWARD = {
-    ("fleet", "registry"): "each upstream supervisor registers its tools: supervise(spec, registry)",
-}
 
 # Pure code: synchronous, data to data, no I/O (STYLE.md "Pure code").
 PURE = frozenset({"config", "names", "errors", "toolsets", "listing", "search", "surface", "arguments", "backoff"})
@@ -151,7 +147,7 @@ def test_no_module_imports_a_higher_layer(module: str) -> None:
     violations = []
     for found in runtime_imports(module):
         target = first_party(found.target)
-        if target is None or target == module or (module, target) in ALLOWED_UPWARD:
+        if target is None or target == module:
             continue
         if target not in LAYER_OF:
             violations.append(f"line {found.line}: {found.target} has no layer")
@@ -204,21 +200,6 @@ def test_first_party_imports_have_no_cycles() -> None:
     for module in sorted(graph):
         if module not in state:
             visit(module)
-
-
-def test_allowed_upward_imports_are_still_needed() -> None:
-    for module, target in ALLOWED_UPWARD:
-        if not (PACKAGE_DIR / f"{module}.py").exists():
-            continue
-        targets = {first_party(found.target) for found in runtime_imports(module)}
-        assert target in targets, f"{module} no longer imports {target}: drop it from ALLOWED_UPWARD"
-
-
-# --- the collector itself ---------------------------------------------------------------------
-
-
-def targets(source: str, module: str = "proxy.listing", is_package: bool = False) -> list[tuple[str, bool]]:
-    return [(found.target, found.type_checking) for found in collect_imports(source, module, is_package)]
 
 
 def test_collector_sees_every_import_form() -> None:
