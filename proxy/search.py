@@ -31,6 +31,51 @@ many much every whole also please want need like let lets give tell help us im""
 STOP_WORDS = frozenset(_STOP_TEXT.split())
 
 
+# Generic software action/object synonyms and abbreviations, groups split by ";" or a line end ("_" joins a
+# two-word phrase). A query word adds the other members of its groups at SYNONYM_WEIGHT, so "erase" still
+# finds "delete_file" (query expansion with down-weighted synonyms).
+_SYNONYM_TEXT = """
+list show display enumerate browse view; get fetch retrieve read view show obtain load look_up
+create add new make insert generate build compose draft open
+delete remove drop erase destroy purge trash discard wipe; clear empty reset wipe
+update edit modify change set alter patch adjust amend revise
+search find query lookup look_up locate discover seek filter
+run execute start trigger launch invoke kick_off perform; stop cancel halt terminate kill abort end
+save store persist remember record keep memorize; write save output put
+send post publish share submit deliver notify; upload attach import ingest; download export save fetch
+copy duplicate clone replicate; move relocate transfer; rename retitle; close resolve finish complete done
+merge combine join consolidate; compare diff difference; count number tally total how_many
+sort order arrange rank; summarize summary digest overview recap; convert transform translate export
+check validate verify test lint audit; analyze analyse evaluate assess examine inspect
+navigate go visit goto open browse; click press tap; type fill enter input; wait pause sleep delay
+schedule book plan arrange; approve accept confirm authorize; reject decline deny refuse
+assign allocate delegate; install setup deploy provision; restart reboot reload refresh; enable activate turn_on
+disable deactivate turn_off; login signin sign_in authenticate log_in
+speak aloud say voice speech tts text_to_speech synthesize; transcribe dictate speech_to_text recognize
+user account member people person profile developer collaborator contributor; file document doc
+folder directory dir; repo repository project codebase; message email mail inbox
+image picture photo screenshot snapshot pic; chart graph plot diagram visualization visualize
+table spreadsheet sheet workbook grid; database db datastore; meeting event appointment invite invitation
+task todo to_do ticket chore; bug issue defect problem ticket; pipeline ci build workflow job cicd
+log logs trace history audit journal; error failure exception crash fault
+permission access role sharing acl grant privilege; setting config configuration option preference
+vm virtual_machine instance compute host machine; website page site url web link webpage
+cost price pricing billing charge fee spend; text content body; time date timezone clock
+key secret credential password token; commit revision changeset; status state health
+info information detail metadata property attribute describe; tab window; note memo annotation
+chat conversation channel thread space; audio sound speech voice mp3 wav; video movie clip
+comment reply remark feedback; label tag category; container docker pod; storage bucket blob
+package library dependency module; template boilerplate sample example; schema structure field layout
+column field attribute; row record entry line; entity node object; relation relationship link edge connection
+observation fact memory knowledge; article post blog story news; docs documentation manual reference guide
+code source snippet script; app application; org organization; env environment; auth authentication
+cert certificate; msg message; img image; repo repository; db database; doc document; dir directory
+info information; config configuration; pr pull_request; mr merge_request; k8s kubernetes; js javascript
+ts typescript; py python; docx word_document; xlsx xls excel; pptx ppt powerpoint presentation slide
+md markdown; txt text; csv comma_separated; png jpg jpeg image; mp3 wav audio; mp4 video; html webpage
+"""
+
+
 _VOWELS = frozenset("aeiou")
 
 
@@ -60,58 +105,15 @@ def _cvc(w: str) -> bool:
     )
 
 
-_STEP2 = (
-    ("ational", "ate"),
-    ("tional", "tion"),
-    ("enci", "ence"),
-    ("anci", "ance"),
-    ("izer", "ize"),
-    ("abli", "able"),
-    ("alli", "al"),
-    ("entli", "ent"),
-    ("eli", "e"),
-    ("ousli", "ous"),
-    ("ization", "ize"),
-    ("ation", "ate"),
-    ("ator", "ate"),
-    ("alism", "al"),
-    ("iveness", "ive"),
-    ("fulness", "ful"),
-    ("ousness", "ous"),
-    ("aliti", "al"),
-    ("iviti", "ive"),
-    ("biliti", "ble"),
+# Porter's step 2-4 suffix rules, "suffix:replacement".
+_RULES = (
+    "ational:ate tional:tion enci:ence anci:ance izer:ize abli:able alli:al entli:ent eli:e ousli:ous ization:ize "
+    "ation:ate ator:ate alism:al iveness:ive fulness:ful ousness:ous aliti:al iviti:ive biliti:ble",
+    "icate:ic ative: alize:al iciti:ic ical:ic ful: ness:",
+    "al ance ence er ic able ible ant ement ment ent ion ou ism ate iti ous ive ize",
 )
-_STEP3 = (
-    ("icate", "ic"),
-    ("ative", ""),
-    ("alize", "al"),
-    ("iciti", "ic"),
-    ("ical", "ic"),
-    ("ful", ""),
-    ("ness", ""),
-)
-_STEP4 = (
-    "al",
-    "ance",
-    "ence",
-    "er",
-    "ic",
-    "able",
-    "ible",
-    "ant",
-    "ement",
-    "ment",
-    "ent",
-    "ion",
-    "ou",
-    "ism",
-    "ate",
-    "iti",
-    "ous",
-    "ive",
-    "ize",
-)
+_STEP2, _STEP3 = (tuple(tuple(rule.split(":")) for rule in text.split()) for text in _RULES[:2])
+_STEP4 = tuple(_RULES[2].split())
 
 
 def _replace(w: str, rules: tuple[tuple[str, str], ...], min_m: int) -> str:
@@ -165,14 +167,30 @@ def _stem(w: str) -> str:
     return w
 
 
-def _words(text: str) -> list[str]:
-    """Lower-cased alphanumeric runs, camelCase split."""
-    return [part.lower() for chunk in _WORD.findall(text) for part in _CAMEL.split(chunk) if part]
+@functools.cache
+def _synonyms() -> dict[tuple[str, ...], frozenset[tuple[str, ...]]]:
+    """Stemmed trigger (one word or a two-word phrase) -> stemmed members of its groups."""
+    table: dict[tuple[str, ...], set[tuple[str, ...]]] = defaultdict(set)
+    for line in _SYNONYM_TEXT.replace(";", "\n").strip().splitlines():
+        members = {tuple(_stem(w) for w in m.split("_")) for m in line.split()}
+        for member in members:
+            table[member] |= members - {member}
+    return {k: frozenset(v) for k, v in table.items()}
 
 
-def tokenize(text: str, *, drop_stop_words: bool = False) -> list[str]:
+def _words(text: str, *, whole: bool = False) -> list[str]:
+    """Lower-cased alphanumeric runs, camelCase split; with `whole`, a split run also counts as itself, so
+    "GitHub" answers to "github" as well as to "git hub"."""
+    out = []
+    for chunk in _WORD.findall(text):
+        parts = [part.lower() for part in _CAMEL.split(chunk) if part]
+        out += [*parts, chunk.lower()] if whole and len(parts) > 1 else parts
+    return out
+
+
+def tokenize(text: str, *, drop_stop_words: bool = False, whole: bool = False) -> list[str]:
     """Split on non-alphanumerics and camelCase, lower-case, stem."""
-    return [_stem(w) for w in _words(text) if not (drop_stop_words and w in STOP_WORDS)]
+    return [_stem(w) for w in _words(text, whole=whole) if not (drop_stop_words and w in STOP_WORDS)]
 
 
 @dataclass(frozen=True)
@@ -203,6 +221,10 @@ BOILERPLATE_SHARE = 0.3
 COMPOUNDS = True
 ACRONYM_MIN_TOOLS = 2
 PREFIX_MIN = 4
+SYNONYM_WEIGHT = 0.3
+WHOLE_WORDS = True
+NAME_COVERAGE = 0.5
+COVERAGE_WORDS = 6
 
 
 @dataclass
@@ -306,13 +328,29 @@ class SearchIndex:
             extensions = [t for t in self._postings if t.startswith(term)]
             for ext in extensions:
                 weights[ext] += 1.0 / len(extensions)
+        if SYNONYM_WEIGHT:
+            for term, weight in self._expansions([_stem(w) for w in words], set(map(_stem, kept))).items():
+                weights.setdefault(term, weight)
         return weights
+
+    def _expansions(self, stems: list[str], kept: set[str]) -> dict[str, float]:
+        """Synonyms of the query's words and two-word phrases, at SYNONYM_WEIGHT split over a phrase."""
+        table = _synonyms()
+        triggers = [(s,) for s in stems if s in kept] + list(itertools.pairwise(stems))
+        out: dict[str, float] = {}
+        for trigger in triggers:
+            for member in table.get(trigger, ()):
+                for term in member:
+                    if term in self._postings:
+                        out[term] = max(out.get(term, 0.0), SYNONYM_WEIGHT / len(member))
+        return out
 
     def _score(self, query: str, scope: Collection[str] | None) -> dict[str, float]:
         n_docs = len(self._entries)
         factors = self._doc_factors()
         scores: dict[str, float] = defaultdict(float)
-        for term, qtf in self._query_terms(query).items():
+        terms = self._query_terms(query)
+        for term, qtf in terms.items():
             posting = self._postings.get(term)
             if not posting:
                 continue
@@ -322,6 +360,13 @@ class SearchIndex:
                     continue
                 tf = sum(map(operator.mul, tfs, factors[name]))
                 scores[name] += idf * tf * (K1 + 1) / (tf + K1)
+        if NAME_COVERAGE:
+            # a long request covers some tool name by chance; a short one does not
+            weight = NAME_COVERAGE * min(1.0, COVERAGE_WORDS / max(1, sum(w >= 1 for w in terms.values())))
+            for name, score in scores.items():
+                name_terms = self._entries[name].name_terms
+                covered = sum(min(1.0, terms.get(t, 0.0)) for t in name_terms) / max(len(name_terms), 1)
+                scores[name] = score * (1 + weight * covered)
         return scores
 
 
@@ -362,8 +407,8 @@ def _field_counts(
     fields = (
         tokenize(doc.raw_name) + extra,
         tokenize(doc.server),
-        tokenize(" ".join(sentences[:1]), drop_stop_words=True),
-        tokenize(" ".join(sentences[1:]), drop_stop_words=True),
+        tokenize(" ".join(sentences[:1]), drop_stop_words=True, whole=WHOLE_WORDS),
+        tokenize(" ".join(sentences[1:]), drop_stop_words=True, whole=WHOLE_WORDS),
         [t for p in doc.params if p not in boilerplate for t in tokenize(p)],
     )
     counts: dict[str, list[int]] = defaultdict(lambda: [0] * len(fields))

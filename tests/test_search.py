@@ -118,3 +118,28 @@ def test_doc_from_tool_tolerates_junk() -> None:
     assert doc_from_tool("s__t", "s", "t", None, None).params == ()
     assert doc_from_tool("s__t", "s", "t", "d", {"properties": ["x"]}).params == ()
     assert doc_from_tool("s__t", "s", "t", 42, "junk").description == ""  # type: ignore[arg-type]
+
+
+def test_synonyms_find_tools_named_otherwise(index: SearchIndex) -> None:
+    assert index.search("erase", limit=5) == []  # no delete tool: synonyms never invent matches
+    index.set_server("fs", [doc("fs", "delete_file", "Delete a file", ("path",)), doc("fs", "stat", "File info")])
+    assert index.search("erase the file", limit=1) == ["fs__delete_file"]
+    assert index.search("find developer accounts", limit=1) == ["github__search_users"]
+
+
+def test_literal_match_outranks_synonym() -> None:
+    idx = SearchIndex()
+    idx.set_server("s", [doc("s", "add_row", "Add a row"), doc("s", "insert_row", "Insert a row")])
+    assert idx.search("insert row", limit=2) == ["s__insert_row", "s__add_row"]
+    assert idx.search("add row", limit=2) == ["s__add_row", "s__insert_row"]
+
+
+def test_camel_case_brand_matches_whole_word() -> None:
+    idx = SearchIndex()
+    idx.set_server("s", [doc("s", "search_users", "Search for users on GitHub"), doc("s", "ping", "Ping a host")])
+    assert idx.search("github", limit=5) == ["s__search_users"]
+
+
+def test_tool_whose_name_the_query_covers_ranks_first(index: SearchIndex) -> None:
+    assert index.search("list pull requests", limit=1) == ["github__list_pull_requests"]
+    assert index.search("show pull requests", limit=1) == ["github__list_pull_requests"]
