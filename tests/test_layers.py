@@ -202,6 +202,13 @@ def test_first_party_imports_have_no_cycles() -> None:
             visit(module)
 
 
+# --- the collector itself ---------------------------------------------------------------------
+
+
+def targets(source: str, module: str = "proxy.listing", is_package: bool = False) -> list[tuple[str, bool]]:
+    return [(found.target, found.type_checking) for found in collect_imports(source, module, is_package)]
+
+
 def test_collector_sees_every_import_form() -> None:
     source = """
 import socket
