@@ -63,6 +63,7 @@ async def names(client: Client) -> list[str]:
 @pytest.mark.parametrize("mode", MODES)
 async def test_surface_is_core_tools_then_the_bridge(mode: str) -> None:
     async with gateway(fleet(), CONFIG) as harness, Client(harness.toolbridge.server, mode=mode) as client:
+        assert client.server_capabilities.tools is not None and client.server_capabilities.tools.list_changed
         tools = (await client.list_tools()).tools
         assert [t.name for t in tools] == ["time__get_current_time", "tool_search", "tool_describe", "tool_call"]
         description = tools[1].description or ""

@@ -45,6 +45,7 @@ def payload(result: types.CallToolResult) -> Any:
 
 async def exercise_session(client: Client, log: Path) -> None:
     """Surface, search, describe and every kind of call, as one client session sees them."""
+    assert client.server_capabilities.tools is not None and client.server_capabilities.tools.list_changed
     tools = (await client.list_tools()).tools
     assert [t.name for t in tools] == ["alpha__alpha_0000", "tool_search", "tool_describe", "tool_call"]
 
