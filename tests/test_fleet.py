@@ -157,6 +157,7 @@ async def test_bad_upstreams_park_and_never_disturb_the_others(tmp_path: Path) -
         UpstreamConfig(name="missing", command="no-such-command-anywhere"),
         UpstreamConfig(name="nodir", command=sys.executable, cwd="does/not/exist"),
         tiny_config("flaky", "--fail-while", str(gate)),
+        tiny_config("off", enabled=False),
     ]
     started = time.monotonic()
     async with running_fleet(upstreams, tmp_path, park_after=2, reprobe=0.5) as (fleet, registry):
@@ -166,6 +167,7 @@ async def test_bad_upstreams_park_and_never_disturb_the_others(tmp_path: Path) -
         status = {s.name: s for s in fleet.status()}
         assert "command not found: 'no-such-command-anywhere'" in status["missing"].reason
         assert "working directory does not exist" in status["nodir"].reason
+        assert status["off"].state is State.DISABLED and not (tmp_path / "logs" / "off.log").exists()
         with anyio.fail_after(5):
             await fleet.wait_state("flaky", State.BACKOFF)
         assert "exited during startup" in fleet.status()[0].reason
