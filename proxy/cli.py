@@ -1,4 +1,4 @@
-"""The `toolbridge` command: serve, catalog, search, status, check.
+"""The `toolbridge` command: serve, catalog, search, status, check, import.
 
 Output for people goes to stdout only in the one-shot commands; `serve` writes nothing but
 protocol to stdout. Logs always go to stderr, redacted.
@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import yaml
 from mcp.server.stdio import stdio_server
 
 from proxy import __version__, bridge
 from proxy.config import Config, load_config
 from proxy.errors import redact
 from proxy.gateway import Gateway, run_gateway
+from proxy.importer import convert_client_config
 from proxy.listing import estimate_tokens
 from proxy.server import ToolbridgeServer
 
@@ -168,6 +170,28 @@ def _status_rows(gateway: Gateway) -> list[dict[str, Any]]:
     ]
 
 
+def _import(args: argparse.Namespace) -> int:
+    """Write one `upstreams/<name>.yaml` per server of a client config; never overwrite silently."""
+    try:
+        document = json.loads(Path(args.file).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        print(f"error: {args.file}: {exc}", file=sys.stderr)
+        return 1
+    upstreams, problems = convert_client_config(document)
+    directory = args.config_dir / "upstreams"
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, settings in sorted(upstreams.items()):
+        target = directory / f"{name}.yaml"
+        if target.exists() and not args.force:
+            problems.append(f"{name}: {target} exists; skipped (use --force to overwrite)")
+            continue
+        target.write_text(yaml.safe_dump(settings, sort_keys=False), encoding="utf-8")
+        print(f"wrote {target}")
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
 def _check(config: Config) -> int:
     for problem in config.problems:
         print(f"error: {problem}", file=sys.stderr)
@@ -207,12 +231,17 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--limit", type=int)
     commands.add_parser("status", parents=[common, waiting], help="connect the fleet and show each server")
     commands.add_parser("check", parents=[common], help="validate the config; non-zero exit on problems")
+    importer = commands.add_parser("import", parents=[common], help="convert a client's mcpServers config")
+    importer.add_argument("file", type=Path)
+    importer.add_argument("--force", action="store_true", help="overwrite existing upstream files")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _setup_logging(args.log_level)
+    if args.command == "import":
+        return _import(args)
     config = _load(args)
     if args.command == "check":
         return _check(config)

@@ -18,7 +18,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent / PACKAGE
 
 # Lowest first. A module may import its own layer and the layers below it, never above.
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
-    ("foundation", frozenset({"__init__", "errors", "names", "config", "backoff"})),
+    ("foundation", frozenset({"__init__", "errors", "names", "config", "backoff", "importer"})),
     ("upstreams", frozenset({"upstream"})),
     # The fleet supervises connections and keeps their tools registered: it lives with the registry.
     ("registry", frozenset({"registry", "toolsets", "fleet"})),
@@ -29,7 +29,9 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
 LAYER_OF = {module: index for index, (_, modules) in enumerate(LAYERS) for module in modules}
 
 # Pure code: synchronous, data to data, no I/O (STYLE.md "Pure code").
-PURE = frozenset({"config", "names", "errors", "toolsets", "listing", "search", "surface", "arguments", "backoff"})
+PURE = frozenset({
+    "config", "names", "errors", "toolsets", "listing", "search", "surface", "arguments", "backoff", "importer",
+})
 IO_MODULES = frozenset({"upstream", "fleet", "server", "bridge", "http", "cli", "gateway", "__main__"})
 IO_LIBRARIES = frozenset({
     "socket", "ssl", "subprocess", "asyncio", "anyio", "selectors", "http.client", "urllib.request",
