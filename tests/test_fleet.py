@@ -171,8 +171,9 @@ async def test_bad_upstreams_park_and_never_disturb_the_others(tmp_path: Path) -
         with anyio.fail_after(5):
             await fleet.wait_state("flaky", State.BACKOFF)
         assert "exited during startup" in fleet.status()[0].reason
-        with anyio.fail_after(10):
+        with anyio.fail_after(20):
             await fleet.wait_state("flaky", State.PARKED)
+            await fleet.wait_state("good", State.READY)
             assert text(await fleet.call_tool("good", "echo", {"text": "hi"})) == "hi"
             with pytest.raises(UpstreamUnavailable, match="temporarily unavailable"):
                 await fleet.call_tool("flaky", "echo", {"text": "hi"})
