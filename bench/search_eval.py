@@ -1,6 +1,9 @@
-"""Search quality benchmark: recall@k, hit@5, MRR and latency, ours vs plain Okapi BM25.
+"""Search quality benchmark: recall@k, hit@5, MRR and latency, `tool_search` vs plain Okapi BM25.
 
-Run: .venv/bin/python -m bench.search_eval [--catalogs DIR]
+Queries go through `proxy.bridge.search`, the code behind the `tool_search` bridge tool, over a registry
+and catalog built the way the server builds them. `--e2e` serves each catalog server as a real upstream
+process and asks a real `toolbridge serve` over stdio; its figures must equal the in-process ones.
+Run: .venv/bin/python -m bench.search_eval [--catalogs DIR] [--e2e]
 """
 
 from __future__ import annotations
@@ -11,15 +14,25 @@ import math
 import os
 import re
 import statistics
+import sys
+import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from proxy.search import SearchDoc, SearchIndex, doc_from_tool, tokenize
+import anyio
+from mcp import Client, StdioServerParameters, stdio_client, types
+
+from proxy import bridge
+from proxy.catalog import Catalog
+from proxy.config import ToolsetsConfig
+from proxy.registry import Registry
+from proxy.search import SearchDoc, doc_from_tool, tokenize
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+CATALOG_SERVER = REPO_ROOT / "tests" / "servers" / "catalog_server.py"
 DATASETS = {
     "real-fleet/dev": ("real-fleet.json", "queries-dev.json"),
     "livemcpbench": ("livemcpbench/catalog.json", "livemcpbench/queries.json"),
@@ -50,6 +63,40 @@ def load_catalog(path: Path) -> dict[str, list[SearchDoc]]:
         ]
         for server, body in servers.items()
     }
+
+
+def load_servers(path: Path) -> dict[str, list[dict]]:
+    """Catalog file -> {server: [tools/list entries as the server sent them]}."""
+    return {server: body["tools"] for server, body in json.loads(path.read_text())["servers"].items()}
+
+
+def label(server: str) -> str:
+    """The upstream label toolbridge would be configured with for a catalog server."""
+    return _UNSAFE.sub("_", server)
+
+
+def build_catalog(servers: dict[str, list[dict]]) -> Catalog:
+    """Register every server's tools and index them through the catalog's listener, as the server does."""
+    registry = Registry()
+    catalog = Catalog(registry, ToolsetsConfig(), lambda server: True)
+    for server, tools in servers.items():
+        registry.set_server_tools(label(server), [types.Tool.model_validate(t) for t in tools])
+    return catalog
+
+
+def tool_search(catalog: Catalog) -> Callable[[str], list[str]]:
+    """One query through `tool_search` (the bridge's search) in the default profile, top 10."""
+    view = catalog.view("default")
+
+    def run(query: str) -> list[str]:
+        return bridge.search(catalog, view, {"queries": [query], "limit": 10})["results"][0]["matches"]
+
+    return run
+
+
+def missing_gold(catalog: Catalog, queries: list[dict]) -> set[str]:
+    """Gold ids with no registered tool of that qualified name (should be empty)."""
+    return {g for q in queries for g in q["gold"] if catalog.registry.get(g) is None}
 
 
 def load_queries(path: Path) -> list[dict]:
@@ -99,20 +146,27 @@ class Report:
 
 def evaluate(search: Callable[[str], list[str]], queries: list[dict]) -> Report:
     """Score one search function over a query set (each query asked for its top 10)."""
-    r1 = r5 = r10 = hit5 = mrr = 0.0
+    rankings: list[list[str]] = []
     lat: list[float] = []
     for q in queries:
-        gold = set(q["gold"])
         t0 = time.perf_counter()
-        ranked = search(q["query"])
+        rankings.append(search(q["query"]))
         lat.append((time.perf_counter() - t0) * 1000)
+    return score(queries, rankings, lat)
+
+
+def score(queries: list[dict], rankings: list[list[str]], lat: list[float]) -> Report:
+    """Recall@1/5/10, hit@5, MRR and latency of one ranking per query."""
+    r1 = r5 = r10 = hit5 = mrr = 0.0
+    for q, ranked in zip(queries, rankings, strict=True):
+        gold = set(q["gold"])
         r1 += len(gold & set(ranked[:1])) / len(gold)
         r5 += len(gold & set(ranked[:5])) / len(gold)
         r10 += len(gold & set(ranked[:10])) / len(gold)
         hit5 += bool(gold & set(ranked[:5]))
         mrr += next((1 / (i + 1) for i, name in enumerate(ranked) if name in gold), 0.0)
     n = len(queries)
-    lat.sort()
+    lat = sorted(lat)
     return Report(
         r1 / n,
         r5 / n,
@@ -126,38 +180,104 @@ def evaluate(search: Callable[[str], list[str]], queries: list[dict]) -> Report:
 
 
 def run_dataset(root: Path, catalog: str, queries: str) -> dict[str, Report]:
-    """Evaluate ours and the plain baseline on one catalog/query pair."""
-    servers = load_catalog(root / catalog)
+    """Evaluate `tool_search` and the plain baseline on one catalog/query pair."""
+    servers = load_servers(root / catalog)
     qs = load_queries(root / queries)
-    index = SearchIndex()
-    for server, docs in servers.items():
-        index.set_server(server, docs)
-    plain = PlainBM25([d for docs in servers.values() for d in docs])
+    tb = build_catalog(servers)
+    missing = missing_gold(tb, qs)
+    if missing:
+        raise SystemExit(f"{catalog}: gold ids not registered: {sorted(missing)}")
+    plain = PlainBM25([d for docs in load_catalog(root / catalog).values() for d in docs])
     return {
         "plain-bm25": evaluate(lambda q: plain.search(q, limit=10), qs),
-        "toolbridge": evaluate(lambda q: index.search(q, limit=10), qs),
+        "tool_search": evaluate(tool_search(tb), qs),
     }
 
 
 def format_table(results: dict[str, dict[str, Report]]) -> str:
-    head = f"{'dataset':<16} {'ranker':<11} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'hit@5':>6} {'MRR':>6}"
+    head = f"{'dataset':<16} {'ranker':<12} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'hit@5':>6} {'MRR':>6}"
     lines = [head + "   latency ms mean/p50/p95", "-" * (len(head) + 27)]
     for dataset, by_ranker in results.items():
         for ranker, r in by_ranker.items():
             lines.append(
-                f"{dataset:<16} {ranker:<11} {r.recall1:6.3f} {r.recall5:6.3f} {r.recall10:6.3f} "
+                f"{dataset:<16} {ranker:<12} {r.recall1:6.3f} {r.recall5:6.3f} {r.recall10:6.3f} "
                 f"{r.hit5:6.3f} {r.mrr:6.3f}   {r.lat_mean_ms:.3f}/{r.lat_p50_ms:.3f}/{r.lat_p95_ms:.3f}"
             )
     return "\n".join(lines)
 
 
+def write_config(directory: Path, catalog: Path, servers: Iterable[str]) -> Path:
+    """A toolbridge config dir whose upstreams serve each catalog server (tests/servers/catalog_server.py)."""
+    (directory / "upstreams").mkdir(parents=True)
+    for server in servers:
+        spec = {"command": sys.executable, "args": [str(CATALOG_SERVER), "--catalog", str(catalog), "--server", server]}
+        (directory / "upstreams" / f"{label(server)}.yaml").write_text(json.dumps(spec))  # JSON is YAML
+    (directory / "toolsets.yaml").write_text(json.dumps({"startup_wait": 60}))
+    return directory
+
+
+async def e2e_rankings(config: Path, queries: list[dict]) -> tuple[list[list[str]], list[float], int]:
+    """Each query through `tool_search` of a real `toolbridge serve` over stdio: rankings, ms, tools searched."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "proxy", "serve", "--config-dir", str(config)],
+        env={**os.environ, "TOOLBRIDGE_LOG_LEVEL": "warning"},
+        cwd=str(REPO_ROOT),
+    )
+    rankings: list[list[str]] = []
+    lat: list[float] = []
+    total = 0
+    async with Client(stdio_client(params), mode="legacy") as client:
+        await client.list_tools()  # waits up to startup_wait for the whole fleet
+        for q in queries:
+            t0 = time.perf_counter()
+            result = await client.call_tool("tool_search", {"queries": [q["query"]], "limit": 10})
+            lat.append((time.perf_counter() - t0) * 1000)
+            content = result.content[0]
+            assert isinstance(content, types.TextContent) and not result.is_error, result
+            answer = json.loads(content.text)
+            rankings.append(answer["results"][0]["matches"])
+            total = answer["total_available"]
+    return rankings, lat, total
+
+
+def run_e2e(root: Path, catalog: str, queries: str) -> dict[str, Report]:
+    """`tool_search` of a served fleet (one upstream process per catalog server), beside the in-process run.
+
+    Raises:
+        SystemExit: the served fleet searched other tools, or ranked any query differently.
+    """
+    servers = load_servers(root / catalog)
+    qs = load_queries(root / queries)
+    with tempfile.TemporaryDirectory() as tmp:
+        config = write_config(Path(tmp) / "config", (root / catalog).resolve(), servers)
+        rankings, lat, total = anyio.run(e2e_rankings, config, qs)
+    expected = sum(map(len, servers.values()))
+    if total != expected:
+        raise SystemExit(f"{catalog}: served fleet searched {total} tools, catalog has {expected}")
+    search = tool_search(build_catalog(servers))
+    differ = [q["id"] for q, ranked in zip(qs, rankings, strict=True) if search(q["query"]) != ranked]
+    if differ:
+        raise SystemExit(f"{catalog}: served rankings differ from in-process for {differ}")
+    return {"tool_search": evaluate(search, qs), "e2e-stdio": score(qs, rankings, lat)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--catalogs", help="catalog dir (default $TOOLBRIDGE_CATALOGS or ../shared/catalogs)")
-    root = catalogs_dir(parser.parse_args().catalogs)
+    parser.add_argument("--e2e", action="store_true", help="also search a served real-fleet over stdio")
+    parser.add_argument("--e2e-all", action="store_true", help="--e2e on every dataset (LiveMCPBench too)")
+    args = parser.parse_args()
+    root = catalogs_dir(args.catalogs)
     results = {name: run_dataset(root, cat, qs) for name, (cat, qs) in DATASETS.items()}
     print(format_table(results))
     print(RECALL_DEFINITION + "; MRR = mean 1/rank of the first gold in the top 10 (0 if none)")
+    if args.e2e or args.e2e_all:
+        chosen = DATASETS if args.e2e_all else {k: v for k, v in DATASETS.items() if k == "real-fleet/dev"}
+        e2e = {name: run_e2e(root, cat, qs) for name, (cat, qs) in chosen.items()}
+        print("\nend to end: toolbridge serve over stdio, one upstream process per catalog server")
+        print(format_table(e2e))
+        print("every query ranked exactly as in-process: yes")
 
 
 if __name__ == "__main__":

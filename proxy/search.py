@@ -8,6 +8,7 @@ statistics (document frequency, average lengths) are maintained incrementally.
 from __future__ import annotations
 
 import functools
+import heapq
 import itertools
 import math
 import operator
@@ -244,6 +245,7 @@ class SearchIndex:
         self._postings: dict[str, dict[str, tuple[int, ...]]] = defaultdict(dict)
         self._total_lengths = [0] * len(FIELDS)
         self._factors: dict[str, tuple[float, ...]] = {}  # per-doc field weight / length norm; lazy
+        self._impacts_cache: dict[str, dict[str, float]] = {}
         self._exact: dict[str, set[str]] = defaultdict(set)
 
     def __len__(self) -> int:
@@ -287,6 +289,7 @@ class SearchIndex:
         for i, n in enumerate(lengths):
             self._total_lengths[i] += sign * n
         self._factors.clear()
+        self._impacts_cache.clear()
 
     def _doc_factors(self) -> dict[str, tuple[float, ...]]:
         """BM25F per-field multipliers w_f / (1 - b_f + b_f * len_f / avg_f), recomputed after a change."""
@@ -305,9 +308,12 @@ class SearchIndex:
         if limit <= 0 or not self._entries:
             return []
         exact = sorted(n for n in self._exact.get(query.strip().lower(), ()) if scope is None or n in scope)
-        scores = self._score(query, scope)
+        terms = self._query_terms(query)
+        scores = self._score(terms, scope)
         for name in exact:
             scores.pop(name, None)
+        if NAME_COVERAGE:
+            scores = self._cover(scores, terms, limit)
         ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
         return (exact + [name for name, _ in ranked])[:limit]
 
@@ -345,28 +351,42 @@ class SearchIndex:
                         out[term] = max(out.get(term, 0.0), SYNONYM_WEIGHT / len(member))
         return out
 
-    def _score(self, query: str, scope: Collection[str] | None) -> dict[str, float]:
-        n_docs = len(self._entries)
-        factors = self._doc_factors()
-        scores: dict[str, float] = defaultdict(float)
-        terms = self._query_terms(query)
-        for term, qtf in terms.items():
-            posting = self._postings.get(term)
-            if not posting:
-                continue
-            idf = qtf * math.log(1 + (n_docs - len(posting) + 0.5) / (len(posting) + 0.5))
-            for name, tfs in posting.items():
-                if scope is not None and name not in scope:
-                    continue
+    def _impacts(self, term: str) -> dict[str, float]:
+        """A term's saturated BM25F tf per document, cached until the index next changes."""
+        impacts = self._impacts_cache.get(term)
+        if impacts is None:
+            factors = self._doc_factors()
+            impacts = {}
+            for name, tfs in self._postings[term].items():
                 tf = sum(map(operator.mul, tfs, factors[name]))
-                scores[name] += idf * tf * (K1 + 1) / (tf + K1)
-        if NAME_COVERAGE:
-            # a long request covers some tool name by chance; a short one does not
-            weight = NAME_COVERAGE * min(1.0, COVERAGE_WORDS / max(1, sum(w >= 1 for w in terms.values())))
-            for name, score in scores.items():
-                name_terms = self._entries[name].name_terms
-                covered = sum(min(1.0, terms.get(t, 0.0)) for t in name_terms) / max(len(name_terms), 1)
-                scores[name] = score * (1 + weight * covered)
+                impacts[name] = tf * (K1 + 1) / (tf + K1)
+            self._impacts_cache[term] = impacts
+        return impacts
+
+    def _score(self, terms: dict[str, float], scope: Collection[str] | None) -> dict[str, float]:
+        n_docs = len(self._entries)
+        scores: dict[str, float] = defaultdict(float)
+        for term, qtf in terms.items():
+            df = len(self._postings.get(term, ()))
+            if not df:
+                continue
+            idf = qtf * math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+            for name, impact in self._impacts(term).items():
+                if scope is None or name in scope:
+                    scores[name] += idf * impact
+        return scores
+
+    def _cover(self, scores: dict[str, float], terms: dict[str, float], limit: int) -> dict[str, float]:
+        """Boost tools whose name the query covers (synonyms count at their weight), less so for long
+        requests, which cover some name by chance. Only tools that can still reach the top `limit` are kept."""
+        weight = NAME_COVERAGE * min(1.0, COVERAGE_WORDS / max(1, sum(w >= 1 for w in terms.values())))
+        if len(scores) > limit:
+            floor = heapq.nlargest(limit, scores.values())[-1] / (1 + weight) * (1 - 1e-9)
+            scores = {name: score for name, score in scores.items() if score >= floor}
+        for name, score in scores.items():
+            name_terms = self._entries[name].name_terms
+            covered = sum(min(1.0, terms.get(t, 0.0)) for t in name_terms) / max(len(name_terms), 1)
+            scores[name] = score * (1 + weight * covered)
         return scores
 
 

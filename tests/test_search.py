@@ -143,3 +143,16 @@ def test_camel_case_brand_matches_whole_word() -> None:
 def test_tool_whose_name_the_query_covers_ranks_first(index: SearchIndex) -> None:
     assert index.search("list pull requests", limit=1) == ["github__list_pull_requests"]
     assert index.search("show pull requests", limit=1) == ["github__list_pull_requests"]
+
+
+def test_short_limit_is_prefix_of_long_limit(index: SearchIndex) -> None:
+    for query in ("pull request", "show pull requests", "create", "file", "search users repository"):
+        full = index.search(query, limit=20)
+        for k in range(1, len(full) + 1):
+            assert index.search(query, limit=k) == full[:k], (query, k)
+
+
+def test_cached_scores_follow_updates(index: SearchIndex) -> None:
+    before = index.search("file", limit=5)
+    index.set_server("fs", [doc("fs", "stat", "File metadata")])
+    assert before != index.search("file", limit=5) == ["fs__stat"]
