@@ -24,6 +24,7 @@ from proxy.backoff import next_delay
 from proxy.config import UpstreamConfig
 from proxy.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from proxy.registry import Availability, Registry
+from proxy.upstream_errors import SessionLost, UpstreamRefused
 
 logger = logging.getLogger(__name__)
 
@@ -170,7 +171,7 @@ class Fleet:
             try:
                 return await conn.call_tool(raw_name, arguments, timeout=up.config.timeout,
                                             progress_callback=progress_callback)
-            except upstream.SessionLost:
+            except SessionLost:
                 if attempt:
                     raise
                 await self._wait_replaced(up, conn)
@@ -256,7 +257,7 @@ class Fleet:
         up.failures += 1
         up.last_error = str(error)
         self._settle(up)
-        if isinstance(error, upstream.UpstreamRefused) or up.failures >= self._park_after:
+        if isinstance(error, UpstreamRefused) or up.failures >= self._park_after:
             logger.warning("%s; parked, re-probing every %g s", error, self._reprobe)
             self._set_state(up, State.PARKED, error.reason)
             self.registry.remove_server(up.name)

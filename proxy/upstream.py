@@ -1,23 +1,15 @@
 """One upstream connection: stdio, Streamable HTTP or SSE, entered by the task that supervises it.
 
-This is the only module that sees SDK, httpx2 and OS errors: each becomes an `UpstreamError`
-subclass (raised `from` the original) whose message names the server and the reason and never
-a credential.
+Only this module (with `upstream_errors`, which does the mapping) sees SDK, httpx2 and OS
+errors: each becomes an `UpstreamError` subclass raised `from` the original.
 """
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import logging
-import os
-import shutil
-import signal
-import sys
-import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -25,8 +17,7 @@ from typing import Any, Literal
 import anyio
 import anyio.lowlevel
 import httpx2
-import mcp.client.stdio as sdk_stdio
-from mcp import Client, MCPError, StdioServerParameters, types
+from mcp import Client, MCPError, types
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
@@ -35,6 +26,8 @@ from pydantic import ValidationError
 
 from proxy.config import UpstreamConfig
 from proxy.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from proxy.spawn import stdio_transport
+from proxy.upstream_errors import SessionLost, is_session_gone, rejects_streamable, translate
 
 logger = logging.getLogger(__name__)
 
@@ -50,20 +43,7 @@ _AUTH_STATUSES = (401, 403)
 _REJECT_STATUSES = (400, 404, 405, 406, 415)
 
 
-class UpstreamRefused(UpstreamUnavailable):
-    """A failure retrying will not fix soon: missing command, rejected credentials, not MCP."""
-
-
-class SessionLost(UpstreamUnavailable):
-    """The upstream no longer knows our session (it restarted); the request never ran."""
-
-
 # --- pure helpers ------------------------------------------------------------------------------
-
-
-def resolve_command(command: str) -> str | None:
-    """Find `command` on PATH, then next to the running interpreter (the venv's bin/)."""
-    return shutil.which(command) or shutil.which(command, path=str(Path(sys.executable).parent))
 
 
 def filter_tools(tools: Iterable[types.Tool], include: Sequence[str], exclude: Sequence[str]) -> list[types.Tool]:
@@ -84,72 +64,6 @@ def strip_server_info(result: types.CallToolResult) -> types.CallToolResult:
         return result
     meta = {k: v for k, v in result.meta.items() if k != types.SERVER_INFO_META_KEY}
     return result.model_copy(update={"meta": meta or None})
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
-    return [exc]
-
-
-def _primary(exc: BaseException) -> BaseException:
-    """The most telling leaf of a (possibly grouped) failure: transport errors beat the rest."""
-    leaves = _leaves(exc)
-    for kind in (httpx2.HTTPError, OSError, MCPError):
-        for leaf in leaves:
-            if isinstance(leaf, kind):
-                return leaf
-    return leaves[0]
-
-
-def _is_session_gone(exc: MCPError) -> bool:
-    return exc.code == types.INVALID_REQUEST and "session" in exc.message.lower()
-
-
-def _rejects_streamable(exc: BaseException, statuses: Sequence[int]) -> bool:
-    leaf = _primary(exc)
-    unexpected = isinstance(leaf, MCPError) and leaf.message.startswith("Unexpected content type")
-    return unexpected or any(status in _REJECT_STATUSES for status in statuses)
-
-
-def translate(server: str, exc: BaseException, statuses: Sequence[int] = ()) -> UpstreamError:
-    """Map a connect-time or connection-level failure to the most specific `UpstreamError`."""
-    if isinstance(exc, UpstreamError):
-        return exc
-    auth = next((s for s in statuses if s in _AUTH_STATUSES), None)
-    if auth is not None:
-        return UpstreamRefused(server, f"authentication failed (HTTP {auth}); check its credentials")
-    leaf = _primary(exc)
-    if isinstance(leaf, UpstreamError):
-        return leaf
-    if isinstance(leaf, httpx2.SSEError):
-        return UpstreamRefused(server, "not an MCP endpoint (no SSE event stream)")
-    if isinstance(leaf, httpx2.HTTPStatusError):
-        status = leaf.response.status_code
-        if 400 <= status < 500 and status not in (408, 429):
-            return UpstreamRefused(server, f"not an MCP endpoint (HTTP {status})")
-        return UpstreamUnavailable(server, f"HTTP {status}")
-    if isinstance(leaf, httpx2.TimeoutException):
-        return UpstreamTimeout(server, "HTTP request timed out")
-    if isinstance(leaf, httpx2.TransportError):
-        return UpstreamUnavailable(server, f"cannot reach the server ({type(leaf).__name__}: {leaf})")
-    if isinstance(leaf, MCPError):
-        return _translate_mcp(server, leaf, statuses)
-    if isinstance(leaf, OSError):
-        return UpstreamUnavailable(server, f"{type(leaf).__name__}: {leaf.strerror or leaf}")
-    return UpstreamUnavailable(server, f"{type(leaf).__name__}: {leaf}")
-
-
-def _translate_mcp(server: str, exc: MCPError, statuses: Sequence[int]) -> UpstreamError:
-    if exc.code == types.CONNECTION_CLOSED:
-        return UpstreamUnavailable(server, "connection closed")
-    if exc.code == types.REQUEST_TIMEOUT:
-        return UpstreamTimeout(server, "request timed out")
-    rejected = [s for s in statuses if s in _REJECT_STATUSES]
-    if rejected or exc.message.startswith("Unexpected content type"):
-        why = f"HTTP {rejected[-1]}" if rejected else exc.message
-        return UpstreamRefused(server, f"not an MCP endpoint ({why})")
-    return UpstreamUnavailable(server, f"protocol error {exc.code}: {exc.message}")
 
 
 # --- change and end-of-stream signals ----------------------------------------------------------
@@ -228,62 +142,6 @@ class _WatchedRead:
 async def _watched(transport: Any, signals: Signals) -> AsyncIterator[Any]:
     async with transport as (read, write):
         yield _WatchedRead(read, signals.mark_lost), write
-
-
-# --- stdio: spawn, log, and sweep the process group --------------------------------------------
-
-_SPAWNED: ContextVar[list[int] | None] = ContextVar("toolbridge_spawned", default=None)
-_sdk_spawn = getattr(sdk_stdio, "_create_platform_compatible_process", None)
-
-
-async def _recording_spawn(*args: Any, **kwargs: Any) -> Any:
-    """Remember each child's pid (= its process group) so leftovers can be swept after exit."""
-    assert _sdk_spawn is not None
-    process = await _sdk_spawn(*args, **kwargs)
-    spawned = _SPAWNED.get()
-    if spawned is not None:
-        spawned.append(process.pid)
-    return process
-
-
-if _sdk_spawn is not None:  # the SDK exposes no pid; without this hook only the sweep is lost
-    sdk_stdio._create_platform_compatible_process = _recording_spawn  # type: ignore[attr-defined]
-
-
-def _sweep_groups(pgids: Iterable[int]) -> None:
-    """Kill what is left of each child's group: grandchildren the SDK's shutdown did not reach."""
-    for pgid in pgids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGKILL)
-
-
-def _stdio_params(config: UpstreamConfig, config_dir: Path) -> StdioServerParameters:
-    assert config.command is not None
-    command = resolve_command(config.command)
-    if command is None:
-        raise UpstreamRefused(config.name, f"command not found: {config.command!r} (PATH and {sys.prefix}/bin)")
-    cwd = None
-    if config.cwd is not None:
-        cwd = Path(config.cwd) if Path(config.cwd).is_absolute() else config_dir / config.cwd
-        if not cwd.is_dir():
-            raise UpstreamRefused(config.name, f"working directory does not exist: {cwd}")
-    return StdioServerParameters(command=command, args=list(config.args), env=dict(config.env) or None, cwd=cwd)
-
-
-@asynccontextmanager
-async def _stdio(config: UpstreamConfig, config_dir: Path, log_dir: Path) -> AsyncIterator[Any]:
-    params = _stdio_params(config, config_dir)
-    log_dir.mkdir(parents=True, exist_ok=True)
-    spawned: list[int] = []
-    _SPAWNED.set(spawned)
-    with open(log_dir / f"{config.name}.log", "a", encoding="utf-8") as errlog:
-        errlog.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {params.command}\n")
-        errlog.flush()
-        try:
-            async with sdk_stdio.stdio_client(params, errlog=errlog) as streams:
-                yield streams
-        finally:
-            _sweep_groups(spawned)
 
 
 # --- HTTP: our own httpx2 client, recording statuses to explain failures ------------------------
@@ -406,7 +264,7 @@ class Connection:
             self.signals.mark_lost()
             return UpstreamUnavailable(
                 self.server, f"connection lost during tool {name!r}; the outcome of the call is uncertain")
-        if _is_session_gone(exc):
+        if is_session_gone(exc):
             self.signals.mark_lost()
             return SessionLost(self.server, "the server restarted and lost the session")
         return UpstreamError(self.server, f"tool {name!r} failed: {exc.message} (code {exc.code})")
@@ -431,7 +289,7 @@ async def _open_http(
                 await stack.enter_async_context(attempt.pop_all())
                 return client, "streamable-http"
         except Exception as exc:
-            if transport != "auto" or not _rejects_streamable(exc, statuses):
+            if transport != "auto" or not rejects_streamable(exc, statuses):
                 raise
             logger.info("server %s: Streamable HTTP rejected; trying SSE", config.name)
             statuses.clear()
@@ -462,7 +320,7 @@ async def connect(
     try:
         async with AsyncExitStack() as stack:
             if config.is_stdio:
-                client = await _enter(stack, _stdio(config, config_dir, log_dir), signals, mode)
+                client = await _enter(stack, stdio_transport(config, config_dir, log_dir), signals, mode)
                 used = "stdio"
             else:
                 client, used = await _open_http(stack, config, transport, signals, mode, statuses)

@@ -19,7 +19,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent / PACKAGE
 # Lowest first. A module may import its own layer and the layers below it, never above.
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("foundation", frozenset({"__init__", "errors", "names", "config", "backoff", "importer"})),
-    ("upstreams", frozenset({"upstream"})),
+    ("upstreams", frozenset({"upstream", "upstream_errors", "spawn"})),
     # The fleet supervises connections and keeps their tools registered: it lives with the registry.
     ("registry", frozenset({"registry", "toolsets", "fleet"})),
     ("surface", frozenset({"listing", "search", "surface", "arguments", "catalog"})),
@@ -32,7 +32,7 @@ LAYER_OF = {module: index for index, (_, modules) in enumerate(LAYERS) for modul
 PURE = frozenset({
     "config", "names", "errors", "toolsets", "listing", "search", "surface", "arguments", "backoff", "importer",
 })
-IO_MODULES = frozenset({"upstream", "fleet", "server", "bridge", "http", "cli", "gateway", "__main__"})
+IO_MODULES = frozenset({"upstream", "spawn", "fleet", "server", "bridge", "http", "cli", "gateway", "__main__"})
 IO_LIBRARIES = frozenset({
     "socket", "ssl", "subprocess", "asyncio", "anyio", "selectors", "http.client", "urllib.request",
     "httpx", "httpx2", "uvicorn", "starlette", "mcp.client", "mcp.server",

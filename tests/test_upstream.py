@@ -10,7 +10,9 @@ import pytest
 from mcp import MCPError, types
 
 from proxy.errors import UpstreamTimeout, UpstreamUnavailable
-from proxy.upstream import UpstreamRefused, filter_tools, resolve_command, strip_server_info, translate
+from proxy.spawn import resolve_command
+from proxy.upstream import filter_tools, strip_server_info
+from proxy.upstream_errors import UpstreamRefused, translate
 
 
 def tool(name: str) -> types.Tool:
