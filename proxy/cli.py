@@ -42,6 +42,8 @@ def _setup_logging(level: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    for noisy in ("httpx2", "httpcore", "mcp", "uvicorn.error"):  # they log full URLs and per-request chatter
+        logging.getLogger(noisy).setLevel(max(root.level, logging.WARNING))
 
 
 def _load(args: argparse.Namespace) -> Config:

@@ -218,8 +218,12 @@ class Fleet:
                     self._set_state(up, State.READY, f"connected ({conn.transport})")
                     self._settle(up)
                     await self._serve(up, conn)
-                finally:
+                except anyio.get_cancelled_exc_class():
+                    up.connection = None  # the fleet is stopping: nothing to report or retry
+                    raise
+                except Exception:
                     self._drop(up, anyio.current_time() - started)
+                    raise
                 tg.cancel_scope.cancel()
         if scope.cancelled_caught:
             raise UpstreamTimeout(up.name, f"no answer within connect_timeout ({config.connect_timeout:g} s)")
