@@ -9,14 +9,17 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from conftest import free_port
-from fleetdir import REPO, serve_stdio, write_fleet
+from fleetdir import REPO, serve_http, serve_stdio, write_fleet
 from mcp import Client, types
+from mcp.client.streamable_http import streamable_http_client
 
 pytestmark = pytest.mark.anyio
 
@@ -37,8 +40,20 @@ def processes_mentioning(text: str) -> list[int]:
     return found
 
 
+@asynccontextmanager
+async def connected(config: Path, transport: str, mode: str, on_message: Any) -> AsyncIterator[Client]:
+    if transport == "stdio":
+        async with Client(serve_stdio(config), mode=mode, message_handler=on_message) as client:
+            yield client
+        return
+    async with serve_http(config, free_port()) as base, \
+            Client(streamable_http_client(f"{base}/mcp"), mode=mode, message_handler=on_message) as client:
+        yield client
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_late_servers_are_announced_after_startup_wait(tmp_path: Path, mode: str) -> None:
+async def test_late_servers_are_announced_after_startup_wait(tmp_path: Path, mode: str, transport: str) -> None:
     config = write_fleet(tmp_path, {"quick": ["--tools", "2", "--prefix", "quick"],
                                     "late": ["--tools", "2", "--prefix", "late", "--slow-start", "6"]},
                          {"startup_wait": 3, "tool_search": {"enabled": "off"}})
@@ -49,7 +64,7 @@ async def test_late_servers_are_announced_after_startup_wait(tmp_path: Path, mod
             changed.set()
 
     started = time.monotonic()
-    async with Client(serve_stdio(config), mode=mode, message_handler=on_message) as client:
+    async with connected(config, transport, mode, on_message) as client:
         assert time.monotonic() - started < 3.5  # initialize did not wait for the late server
         first = [t.name for t in (await client.list_tools()).tools]
         assert first == ["quick__quick_0000", "quick__quick_0001"]
