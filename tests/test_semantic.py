@@ -10,7 +10,7 @@ from proxy import semantic
 
 
 def test_fuse_rewards_agreement_and_keeps_both_lists() -> None:
-    fused = semantic.fuse(["a", "b", "c"], ["c", "b", "d"], limit=4)
+    fused = semantic.fuse(["a", "b", "c"], ["b", "d"], limit=4)
     assert fused[0] == "b" and set(fused) == {"a", "b", "c", "d"}
     assert semantic.fuse([], [], limit=3) == []
 
