@@ -29,6 +29,17 @@ def generated_tools(count: int, prefix: str) -> list[types.Tool]:
     ]
 
 
+def catalog_tools(path: Path, server: str | None, copies: int) -> list[types.Tool]:
+    """One server of a catalog file, or every server's tools renamed `<server><copy>_<tool>`."""
+    servers = json.loads(path.read_text())["servers"]
+    if server is not None:
+        return [types.Tool.model_validate(t) for t in servers[server]["tools"]]
+    return [
+        types.Tool.model_validate({**t, "name": f"{name}{copy}_{t['name']}"})
+        for copy in range(copies) for name, entry in sorted(servers.items()) for t in entry["tools"]
+    ]
+
+
 def build(tools: list[types.Tool], calls_log: Path | None) -> Server[Any]:
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
@@ -48,14 +59,14 @@ def main() -> None:
     parser.add_argument("--tools", type=int, default=0)
     parser.add_argument("--prefix", default="op")
     parser.add_argument("--catalog", type=Path, help="a catalog JSON (shared/catalogs format)")
-    parser.add_argument("--server", help="which server of --catalog to serve")
+    parser.add_argument("--server", help="which server of --catalog to serve (default: all of them)")
+    parser.add_argument("--copies", type=int, default=1, help="serve --catalog this many times over")
     parser.add_argument("--calls-log", type=Path)
     parser.add_argument("--slow-start", type=float, default=0.0)
     args = parser.parse_args()
     tools = generated_tools(args.tools, args.prefix)
     if args.catalog:
-        listed = json.loads(args.catalog.read_text())["servers"][args.server]["tools"]
-        tools += [types.Tool.model_validate(t) for t in listed]
+        tools += catalog_tools(args.catalog, args.server, args.copies)
     time.sleep(args.slow_start)
     server = build(tools, args.calls_log)
 
