@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -138,14 +138,20 @@ class ToolbridgeServer:
         while len(self._subscribers) > _MAX_TRACKED_CONNECTIONS:
             self._subscribers.popitem(last=False)
 
-    async def watch_changes(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Tell each handshake-era session when its `tools/list` has changed. Runs until cancelled."""
+    async def _changes(self) -> AsyncIterator[None]:
+        """Yield after each registry change, a burst of changes coalesced into one."""
         generation = self.catalog.registry.generation
-        task_status.started()
         while True:
-            generation = await self.catalog.registry.wait_for_change(generation)
+            await self.catalog.registry.wait_for_change(generation)
             await anyio.sleep(_COALESCE_SECONDS)
             generation = self.catalog.registry.generation
+            yield
+
+    async def watch_changes(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Tell each handshake-era session when its `tools/list` has changed. Runs until cancelled."""
+        changes = self._changes()
+        task_status.started()
+        async for _ in changes:
             for subscriber in list(self._subscribers.values()):
                 fingerprint = self.catalog.view(subscriber.profile).fingerprint
                 if fingerprint != subscriber.fingerprint:
@@ -176,19 +182,19 @@ class ToolbridgeServer:
             ),
             related_request_id=ctx.request_id,
         )
+        if not wanted:
+            await anyio.sleep_forever()
         view = await self._view(ctx)
-        fingerprint, generation = view.fingerprint, self.catalog.registry.generation
-        while True:
-            generation = await self.catalog.registry.wait_for_change(generation)
-            await anyio.sleep(_COALESCE_SECONDS)
-            generation = self.catalog.registry.generation
+        fingerprint = view.fingerprint
+        async for _ in self._changes():
             current = self.catalog.view(view.profile).fingerprint
-            if wanted and current != fingerprint:
+            if current != fingerprint:
                 fingerprint = current
                 await ctx.session.send_notification(
                     types.ToolListChangedNotification(params=types.NotificationParams(_meta=meta)),
                     related_request_id=ctx.request_id,
                 )
+        return types.SubscriptionsListenResult(_meta=meta)
 
     async def _call_tool(self, ctx: Context, params: types.CallToolRequestParams) -> types.CallToolResult:
         view = await self._view(ctx)
