@@ -180,12 +180,16 @@ async def _notifications(mode: str, harness: Any, change: Any) -> int:
         await client.list_tools()
         async with anyio.create_task_group() as tg:
             if mode != "legacy":
+                listening = anyio.Event()
+
                 async def listen() -> None:
                     async with client.listen(tools_list_changed=True) as stream:
+                        listening.set()
                         async for _ in stream:
                             pass
                 tg.start_soon(listen)
-                await anyio.sleep(0.1)  # the listen stream must be open before the change
+                with anyio.fail_after(5):
+                    await listening.wait()
             change()
             with anyio.move_on_after(0.5):
                 await arrived.wait()
