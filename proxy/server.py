@@ -138,9 +138,8 @@ class ToolbridgeServer:
         while len(self._subscribers) > _MAX_TRACKED_CONNECTIONS:
             self._subscribers.popitem(last=False)
 
-    async def _changes(self) -> AsyncIterator[None]:
-        """Yield after each registry change, a burst of changes coalesced into one."""
-        generation = self.catalog.registry.generation
+    async def _changes(self, generation: int) -> AsyncIterator[None]:
+        """Yield after each registry change since `generation`, a burst coalesced into one."""
         while True:
             await self.catalog.registry.wait_for_change(generation)
             await anyio.sleep(_COALESCE_SECONDS)
@@ -149,7 +148,7 @@ class ToolbridgeServer:
 
     async def watch_changes(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Tell each handshake-era session when its `tools/list` has changed. Runs until cancelled."""
-        changes = self._changes()
+        changes = self._changes(self.catalog.registry.generation)
         task_status.started()
         async for _ in changes:
             for subscriber in list(self._subscribers.values()):
@@ -176,6 +175,8 @@ class ToolbridgeServer:
         meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
         wanted = bool(params.notifications.tools_list_changed)
         honored = types.SubscriptionFilter(tools_list_changed=True if wanted else None)
+        profile, generation = self.profile_of(ctx), self.catalog.registry.generation
+        fingerprint = self.catalog.view(profile).fingerprint  # taken before the ack: no change is missed
         await ctx.session.send_notification(
             types.SubscriptionsAcknowledgedNotification(
                 params=types.SubscriptionsAcknowledgedNotificationParams(notifications=honored, _meta=meta)
@@ -184,10 +185,8 @@ class ToolbridgeServer:
         )
         if not wanted:
             await anyio.sleep_forever()
-        view = await self._view(ctx)
-        fingerprint = view.fingerprint
-        async for _ in self._changes():
-            current = self.catalog.view(view.profile).fingerprint
+        async for _ in self._changes(generation):
+            current = self.catalog.view(profile).fingerprint
             if current != fingerprint:
                 fingerprint = current
                 await ctx.session.send_notification(
