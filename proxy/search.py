@@ -18,19 +18,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-_WORD = re.compile(r"[A-Za-z0-9]+")
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-
-# Generic English function words and request fillers: in sentence queries they carry no capability signal.
-_STOP_TEXT = """a about above after again against all am an and any are as at be because been before being
-below between both but by can could did do does doing don down during each few for from further had has have
-having he her here hers herself him himself his how i if in into is it its itself just me more most my myself
-no nor not now of off on once only or other our ours ourselves out over own same she should so some such than
-that the their theirs them themselves then there these they this those through to too under until up very
-was we were what when where which while who whom why will with would you your yours yourself yourselves
-many much every whole also please want need like let lets give tell help us im"""
-STOP_WORDS = frozenset(_STOP_TEXT.split())
-
+from proxy.stemming import STOP_WORDS, split_words, stem, tokenize
 
 # Generic software action/object synonyms and abbreviations, groups split by ";" or a line end ("_" joins a
 # two-word phrase). A query word adds the other members of its groups at SYNONYM_WEIGHT, so "erase" still
@@ -77,121 +65,15 @@ md markdown; txt text; csv comma_separated; png jpg jpeg image; mp3 wav audio; m
 """
 
 
-_VOWELS = frozenset("aeiou")
-
-
-def _cons(w: str, i: int) -> bool:
-    if w[i] in _VOWELS:
-        return False
-    return w[i] != "y" or i == 0 or not _cons(w, i - 1)
-
-
-def _measure(stem: str) -> int:
-    """Porter's m: the number of vowel-consonant sequences in the stem."""
-    flags = "".join("c" if _cons(stem, i) else "v" for i in range(len(stem)))
-    return flags.lstrip("c").count("vc") if flags else 0
-
-
-def _has_vowel(stem: str) -> bool:
-    return any(not _cons(stem, i) for i in range(len(stem)))
-
-
-def _cvc(w: str) -> bool:
-    return (
-        len(w) >= 3
-        and _cons(w, len(w) - 3)
-        and not _cons(w, len(w) - 2)
-        and _cons(w, len(w) - 1)
-        and w[-1] not in "wxy"
-    )
-
-
-# Porter's step 2-4 suffix rules, "suffix:replacement".
-_RULES = (
-    "ational:ate tional:tion enci:ence anci:ance izer:ize abli:able alli:al entli:ent eli:e ousli:ous ization:ize "
-    "ation:ate ator:ate alism:al iveness:ive fulness:ful ousness:ous aliti:al iviti:ive biliti:ble",
-    "icate:ic ative: alize:al iciti:ic ical:ic ful: ness:",
-    "al ance ence er ic able ible ant ement ment ent ion ou ism ate iti ous ive ize",
-)
-_STEP2, _STEP3 = (tuple(tuple(rule.split(":")) for rule in text.split()) for text in _RULES[:2])
-_STEP4 = tuple(_RULES[2].split())
-
-
-def _replace(w: str, rules: tuple[tuple[str, str], ...], min_m: int) -> str:
-    for suffix, rep in rules:
-        if w.endswith(suffix):
-            stem = w[: -len(suffix)]
-            return stem + rep if _measure(stem) > min_m else w
-    return w
-
-
-@functools.lru_cache(maxsize=65536)
-def _stem(w: str) -> str:
-    """Porter (1980) stemming, so "creating", "created", "creates" and "create" meet."""
-    if len(w) <= 2:
-        return w
-    if w.endswith("sses") or w.endswith("ies"):
-        w = w[:-2]
-    elif w.endswith("s") and not w.endswith("ss"):
-        w = w[:-1]
-    if w.endswith("eed"):
-        if _measure(w[:-3]) > 0:
-            w = w[:-1]
-    else:
-        for suffix in ("ed", "ing"):
-            if w.endswith(suffix) and _has_vowel(w[: -len(suffix)]):
-                w = w[: -len(suffix)]
-                if w.endswith(("at", "bl", "iz")):
-                    w += "e"
-                elif len(w) > 1 and w[-1] == w[-2] and _cons(w, len(w) - 1) and w[-1] not in "lsz":
-                    w = w[:-1]
-                elif _measure(w) == 1 and _cvc(w):
-                    w += "e"
-                break
-    if w.endswith("y") and _has_vowel(w[:-1]):
-        w = w[:-1] + "i"
-    w = _replace(w, _STEP2, 0)
-    w = _replace(w, _STEP3, 0)
-    for suffix in _STEP4:
-        if w.endswith(suffix):
-            stem = w[: -len(suffix)]
-            if _measure(stem) > 1 and (suffix != "ion" or stem.endswith(("s", "t"))):
-                w = stem
-            break
-    if w.endswith("e"):
-        stem = w[:-1]
-        m = _measure(stem)
-        if m > 1 or (m == 1 and not _cvc(stem)):
-            w = stem
-    if w.endswith("ll") and _measure(w) > 1:
-        w = w[:-1]
-    return w
-
-
 @functools.cache
 def _synonyms() -> dict[tuple[str, ...], frozenset[tuple[str, ...]]]:
     """Stemmed trigger (one word or a two-word phrase) -> stemmed members of its groups."""
     table: dict[tuple[str, ...], set[tuple[str, ...]]] = defaultdict(set)
     for line in _SYNONYM_TEXT.replace(";", "\n").strip().splitlines():
-        members = {tuple(_stem(w) for w in m.split("_")) for m in line.split()}
+        members = {tuple(stem(w) for w in m.split("_")) for m in line.split()}
         for member in members:
             table[member] |= members - {member}
     return {k: frozenset(v) for k, v in table.items()}
-
-
-def _words(text: str, *, whole: bool = False) -> list[str]:
-    """Lower-cased alphanumeric runs, camelCase split; with `whole`, a split run also counts as itself, so
-    "GitHub" answers to "github" as well as to "git hub"."""
-    out = []
-    for chunk in _WORD.findall(text):
-        parts = [part.lower() for part in _CAMEL.split(chunk) if part]
-        out += [*parts, chunk.lower()] if whole and len(parts) > 1 else parts
-    return out
-
-
-def tokenize(text: str, *, drop_stop_words: bool = False, whole: bool = False) -> list[str]:
-    """Split on non-alphanumerics and camelCase, lower-case, stem."""
-    return [_stem(w) for w in _words(text, whole=whole) if not (drop_stop_words and w in STOP_WORDS)]
 
 
 @dataclass(frozen=True)
@@ -307,7 +189,7 @@ class SearchIndex:
         """Qualified names best first; [] when no query term is known to the index."""
         if limit <= 0 or not self._entries:
             return []
-        exact = sorted(n for n in self._exact.get(query.strip().lower(), ()) if scope is None or n in scope)
+        exact = self.exact(query, scope)
         terms = self._query_terms(query)
         scores = self._score(terms, scope)
         for name in exact:
@@ -317,17 +199,21 @@ class SearchIndex:
         ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
         return (exact + [name for name, _ in ranked])[:limit]
 
+    def exact(self, query: str, scope: Collection[str] | None = None) -> list[str]:
+        """Tools named exactly by the whole query (qualified or raw name), in name order: they rank first."""
+        return sorted(n for n in self._exact.get(query.strip().lower(), ()) if scope is None or n in scope)
+
     def _query_terms(self, query: str) -> dict[str, float]:
         """Stemmed query terms with weights: joined compounds, stop words dropped, unknown words by prefix."""
-        words = _words(query)
+        words = split_words(query)
         weights: dict[str, float] = defaultdict(float)
         for first, second in itertools.pairwise(words):
-            joined = _stem(first + second)
+            joined = stem(first + second)
             if COMPOUNDS and joined in self._postings:
                 weights[joined] += 1.0
         kept = [w for w in words if w not in STOP_WORDS] or words
         for word in kept:
-            term = _stem(word)
+            term = stem(word)
             if term in self._postings or len(term) < PREFIX_MIN:
                 weights[term] += 1.0
                 continue
@@ -335,7 +221,7 @@ class SearchIndex:
             for ext in extensions:
                 weights[ext] += 1.0 / len(extensions)
         if SYNONYM_WEIGHT:
-            for term, weight in self._expansions([_stem(w) for w in words], set(map(_stem, kept))).items():
+            for term, weight in self._expansions([stem(w) for w in words], set(map(stem, kept))).items():
                 weights.setdefault(term, weight)
         return weights
 
@@ -407,7 +293,7 @@ def _boilerplate(docs: list[SearchDoc]) -> frozenset[str]:
 
 
 def _name_pairs(raw_name: str) -> list[tuple[str, str]]:
-    words = [w for w in _words(raw_name) if w.isalpha()]
+    words = [w for w in split_words(raw_name) if w.isalpha()]
     return list(itertools.pairwise(words))
 
 

@@ -18,11 +18,12 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent / PACKAGE
 
 # Lowest first. A module may import its own layer and the layers below it, never above.
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
-    ("foundation", frozenset({"__init__", "errors", "names", "config", "backoff", "importer"})),
+    ("foundation", frozenset({"__init__", "errors", "names", "config", "backoff", "importer", "stemming"})),
     ("upstreams", frozenset({"upstream", "upstream_errors", "spawn"})),
     # The fleet supervises connections and keeps their tools registered: it lives with the registry.
     ("registry", frozenset({"registry", "toolsets", "fleet"})),
-    ("surface", frozenset({"listing", "search", "surface", "arguments", "catalog"})),
+    # `semantic` reads model weights and its embedding cache from disk: surface, but not pure.
+    ("surface", frozenset({"listing", "search", "semantic", "surface", "arguments", "catalog"})),
     ("serving", frozenset({"bridge", "server", "http", "gateway"})),
     ("cli", frozenset({"cli", "__main__"})),
 )
@@ -30,9 +31,12 @@ LAYER_OF = {module: index for index, (_, modules) in enumerate(LAYERS) for modul
 
 # Pure code: synchronous, data to data, no I/O (STYLE.md "Pure code").
 PURE = frozenset({
-    "config", "names", "errors", "toolsets", "listing", "search", "surface", "arguments", "backoff", "importer",
+    "config", "names", "errors", "toolsets", "listing", "search", "stemming", "surface", "arguments", "backoff",
+    "importer",
 })
-IO_MODULES = frozenset({"upstream", "spawn", "fleet", "server", "bridge", "http", "cli", "gateway", "__main__"})
+IO_MODULES = frozenset({
+    "upstream", "spawn", "fleet", "semantic", "server", "bridge", "http", "cli", "gateway", "__main__",
+})
 IO_LIBRARIES = frozenset({
     "socket", "ssl", "subprocess", "asyncio", "anyio", "selectors", "http.client", "urllib.request",
     "httpx", "httpx2", "uvicorn", "starlette", "mcp.client", "mcp.server",

@@ -1,0 +1,131 @@
+"""Text to search terms: alphanumeric runs, camelCase splitting, stop words and Porter stemming.
+
+Pure and stdlib-only. The lexical index and the benchmarks tokenize queries and tools alike through
+this module, so the two sides always meet on the same terms.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+_WORD = re.compile(r"[A-Za-z0-9]+")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+# Generic English function words and request fillers: in sentence queries they carry no capability signal.
+_STOP_TEXT = """a about above after again against all am an and any are as at be because been before being
+below between both but by can could did do does doing don down during each few for from further had has have
+having he her here hers herself him himself his how i if in into is it its itself just me more most my myself
+no nor not now of off on once only or other our ours ourselves out over own same she should so some such than
+that the their theirs them themselves then there these they this those through to too under until up very
+was we were what when where which while who whom why will with would you your yours yourself yourselves
+many much every whole also please want need like let lets give tell help us im"""
+STOP_WORDS = frozenset(_STOP_TEXT.split())
+
+
+_VOWELS = frozenset("aeiou")
+
+
+def _cons(w: str, i: int) -> bool:
+    if w[i] in _VOWELS:
+        return False
+    return w[i] != "y" or i == 0 or not _cons(w, i - 1)
+
+
+def _measure(stem: str) -> int:
+    """Porter's m: the number of vowel-consonant sequences in the stem."""
+    flags = "".join("c" if _cons(stem, i) else "v" for i in range(len(stem)))
+    return flags.lstrip("c").count("vc") if flags else 0
+
+
+def _has_vowel(stem: str) -> bool:
+    return any(not _cons(stem, i) for i in range(len(stem)))
+
+
+def _cvc(w: str) -> bool:
+    return (
+        len(w) >= 3
+        and _cons(w, len(w) - 3)
+        and not _cons(w, len(w) - 2)
+        and _cons(w, len(w) - 1)
+        and w[-1] not in "wxy"
+    )
+
+
+# Porter's step 2-4 suffix rules, "suffix:replacement".
+_RULES = (
+    "ational:ate tional:tion enci:ence anci:ance izer:ize abli:able alli:al entli:ent eli:e ousli:ous ization:ize "
+    "ation:ate ator:ate alism:al iveness:ive fulness:ful ousness:ous aliti:al iviti:ive biliti:ble",
+    "icate:ic ative: alize:al iciti:ic ical:ic ful: ness:",
+    "al ance ence er ic able ible ant ement ment ent ion ou ism ate iti ous ive ize",
+)
+_STEP2, _STEP3 = (tuple(tuple(rule.split(":")) for rule in text.split()) for text in _RULES[:2])
+_STEP4 = tuple(_RULES[2].split())
+
+
+def _replace(w: str, rules: tuple[tuple[str, str], ...], min_m: int) -> str:
+    for suffix, rep in rules:
+        if w.endswith(suffix):
+            base = w[: -len(suffix)]
+            return base + rep if _measure(base) > min_m else w
+    return w
+
+
+@functools.lru_cache(maxsize=65536)
+def stem(w: str) -> str:
+    """Porter (1980) stemming, so "creating", "created", "creates" and "create" meet."""
+    if len(w) <= 2:
+        return w
+    if w.endswith("sses") or w.endswith("ies"):
+        w = w[:-2]
+    elif w.endswith("s") and not w.endswith("ss"):
+        w = w[:-1]
+    if w.endswith("eed"):
+        if _measure(w[:-3]) > 0:
+            w = w[:-1]
+    else:
+        for suffix in ("ed", "ing"):
+            if w.endswith(suffix) and _has_vowel(w[: -len(suffix)]):
+                w = w[: -len(suffix)]
+                if w.endswith(("at", "bl", "iz")):
+                    w += "e"
+                elif len(w) > 1 and w[-1] == w[-2] and _cons(w, len(w) - 1) and w[-1] not in "lsz":
+                    w = w[:-1]
+                elif _measure(w) == 1 and _cvc(w):
+                    w += "e"
+                break
+    if w.endswith("y") and _has_vowel(w[:-1]):
+        w = w[:-1] + "i"
+    w = _replace(w, _STEP2, 0)
+    w = _replace(w, _STEP3, 0)
+    for suffix in _STEP4:
+        if w.endswith(suffix):
+            base = w[: -len(suffix)]
+            if _measure(base) > 1 and (suffix != "ion" or base.endswith(("s", "t"))):
+                w = base
+            break
+    if w.endswith("e"):
+        base = w[:-1]
+        m = _measure(base)
+        if m > 1 or (m == 1 and not _cvc(base)):
+            w = base
+    if w.endswith("ll") and _measure(w) > 1:
+        w = w[:-1]
+    return w
+
+
+def split_words(text: str, *, whole: bool = False) -> list[str]:
+    """Lower-cased alphanumeric runs, camelCase split; with `whole`, a split run also counts as itself, so
+    "GitHub" answers to "github" as well as to "git hub"."""
+    out = []
+    for chunk in _WORD.findall(text):
+        parts = [part.lower() for part in _CAMEL.split(chunk) if part]
+        out += [*parts, chunk.lower()] if whole and len(parts) > 1 else parts
+    return out
+
+
+def tokenize(text: str, *, drop_stop_words: bool = False, whole: bool = False) -> list[str]:
+    """Split on non-alphanumerics and camelCase, lower-case, stem."""
+    return [stem(w) for w in split_words(text, whole=whole) if not (drop_stop_words and w in STOP_WORDS)]
+
+
