@@ -122,6 +122,8 @@ class ToolSearchSettings(_Frozen):
     listing_max_tokens: int = 4000
     search_default_limit: int = 5
     max_search_limit: int = 25
+    # Hybrid ranking with local sentence embeddings; needs the optional `semantic` extra (proxy/semantic.py).
+    semantic: Literal["on", "off"] = "off"
 
 
 class ToolsetsConfig(_Frozen):
@@ -220,6 +222,8 @@ def parse_tool_search(raw: Any) -> tuple[ToolSearchSettings, list[str]]:
     for key, value in raw.items():
         if key in ("enabled", "listing"):
             values[key] = _switch(key, value, getattr(defaults, key), warnings)
+        elif key == "semantic":  # opt-in: `auto` means off
+            values[key] = "on" if _switch(key, value, defaults.semantic, warnings) == "on" else "off"
         elif key in ToolSearchSettings.model_fields:
             values[key] = _integer(key, value, getattr(defaults, key), warnings)
         else:
