@@ -3,7 +3,9 @@
 Queries go through `proxy.bridge.search`, the code behind the `tool_search` bridge tool, over a registry
 and catalog built the way the server builds them. `--e2e` serves each catalog server as a real upstream
 process and asks a real `toolbridge serve` over stdio; its figures must equal the in-process ones.
-Run: .venv/bin/python -m bench.search_eval [--catalogs DIR] [--e2e]
+`--semantic` adds a `hybrid` row: the same `tool_search` with `tool_search.semantic: on`, its embeddings
+computed by the gateway's own background step and cached on disk (reused by later runs).
+Run: .venv/bin/python -m bench.search_eval [--catalogs DIR] [--e2e] [--semantic [--cache-dir DIR]]
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ from mcp import Client, StdioServerParameters, stdio_client, types
 
 from proxy import bridge
 from proxy.catalog import Catalog
-from proxy.config import ToolsetsConfig
+from proxy.config import ToolSearchSettings, ToolsetsConfig
+from proxy.gateway import embed_pending
 from proxy.registry import Registry
 from proxy.search import SearchDoc, doc_from_tool, tokenize
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CACHE_DIR = REPO_ROOT / ".cache" / "embeddings"
 CATALOG_SERVER = REPO_ROOT / "tests" / "servers" / "catalog_server.py"
 DATASETS = {
     "real-fleet/dev": ("real-fleet.json", "queries-dev.json"),
@@ -75,12 +79,23 @@ def label(server: str) -> str:
     return _UNSAFE.sub("_", server)
 
 
-def build_catalog(servers: dict[str, list[dict]]) -> Catalog:
-    """Register every server's tools and index them through the catalog's listener, as the server does."""
+def build_catalog(servers: dict[str, list[dict]], semantic_cache: Path | None = None) -> Catalog:
+    """Register every server's tools and index them through the catalog's listener, as the server does.
+
+    With `semantic_cache`, semantic search is on and every embedding is in place before this returns.
+
+    Raises:
+        SystemExit: semantic search was asked for but its extra is not installed.
+    """
     registry = Registry()
-    catalog = Catalog(registry, ToolsetsConfig(), lambda server: True)
+    settings = ToolSearchSettings(semantic="on" if semantic_cache else "off")
+    catalog = Catalog(registry, ToolsetsConfig(tool_search=settings), lambda server: True, cache_dir=semantic_cache)
     for server, tools in servers.items():
         registry.set_server_tools(label(server), [types.Tool.model_validate(t) for t in tools])
+    if semantic_cache:
+        if catalog.semantic is None:
+            raise SystemExit("--semantic needs the semantic extra (see pyproject.toml)")
+        anyio.run(embed_pending, catalog.semantic)
     return catalog
 
 
@@ -179,8 +194,8 @@ def score(queries: list[dict], rankings: list[list[str]], lat: list[float]) -> R
     )
 
 
-def run_dataset(root: Path, catalog: str, queries: str) -> dict[str, Report]:
-    """Evaluate `tool_search` and the plain baseline on one catalog/query pair."""
+def run_dataset(root: Path, catalog: str, queries: str, semantic_cache: Path | None = None) -> dict[str, Report]:
+    """Evaluate `tool_search` and the plain baseline on one catalog/query pair; `hybrid` too with a cache."""
     servers = load_servers(root / catalog)
     qs = load_queries(root / queries)
     tb = build_catalog(servers)
@@ -188,10 +203,16 @@ def run_dataset(root: Path, catalog: str, queries: str) -> dict[str, Report]:
     if missing:
         raise SystemExit(f"{catalog}: gold ids not registered: {sorted(missing)}")
     plain = PlainBM25([d for docs in load_catalog(root / catalog).values() for d in docs])
-    return {
+    results = {
         "plain-bm25": evaluate(lambda q: plain.search(q, limit=10), qs),
         "tool_search": evaluate(tool_search(tb), qs),
     }
+    if semantic_cache:
+        t0 = time.perf_counter()
+        hybrid = build_catalog(servers, semantic_cache)
+        print(f"{catalog}: {len(tb.registry.tools)} tools indexed and embedded in {time.perf_counter() - t0:.1f} s")
+        results["hybrid"] = evaluate(tool_search(hybrid), qs)
+    return results
 
 
 def format_table(results: dict[str, dict[str, Report]]) -> str:
@@ -267,9 +288,12 @@ def main() -> None:
     parser.add_argument("--catalogs", help="catalog dir (default $TOOLBRIDGE_CATALOGS or ../shared/catalogs)")
     parser.add_argument("--e2e", action="store_true", help="also search a served real-fleet over stdio")
     parser.add_argument("--e2e-all", action="store_true", help="--e2e on every dataset (LiveMCPBench too)")
+    parser.add_argument("--semantic", action="store_true", help="add the hybrid (semantic on) tool_search row")
+    parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR, help="embedding cache for --semantic")
     args = parser.parse_args()
     root = catalogs_dir(args.catalogs)
-    results = {name: run_dataset(root, cat, qs) for name, (cat, qs) in DATASETS.items()}
+    cache = args.cache_dir if args.semantic else None
+    results = {name: run_dataset(root, cat, qs, cache) for name, (cat, qs) in DATASETS.items()}
     print(format_table(results))
     print(RECALL_DEFINITION + "; MRR = mean 1/rank of the first gold in the top 10 (0 if none)")
     if args.e2e or args.e2e_all:

@@ -17,9 +17,11 @@ from proxy.arguments import check_arguments
 from proxy.catalog import Catalog, SessionView
 from proxy.errors import OutOfScope, ToolCallError, UnknownTool
 from proxy.registry import ToolEntry
+from proxy.semantic import fuse
 from proxy.surface import MAX_DESCRIBE, MAX_QUERIES
 
 DESCRIPTION_LIMIT = 500
+FUSION_DEPTH = 50  # candidates each ranking brings to the fusion
 _NO_MATCH_HINT = (
     "No tool matched. Retry with the service name plus an action and an object "
     "(for example 'github create issue'), or pick a source below."
@@ -62,6 +64,21 @@ def _required(entry: ToolEntry) -> list[str]:
     return [r for r in required if isinstance(r, str)] if isinstance(required, list) else []
 
 
+def rank(catalog: Catalog, view: SessionView, query: str, limit: int) -> list[str]:
+    """Lexical ranking, fused with the semantic one once every deferred tool has its embedding.
+
+    All or nothing: a tool without a vector would lose to embedded ones on rank fusion alone, so
+    until a server's vectors are in, the whole session's search stays lexical. Exact names lead.
+    """
+    semantic = catalog.semantic
+    if semantic is None or not semantic.ready(view.deferred):
+        return catalog.index.search(query, limit=limit, scope=view.deferred)
+    lexical = catalog.index.search(query, limit=FUSION_DEPTH, scope=view.deferred)
+    dense = semantic.rank(query, FUSION_DEPTH, view.deferred)
+    exact = catalog.index.exact(query, view.deferred)
+    return (exact + [name for name in fuse(lexical, dense, limit + len(exact)) if name not in exact])[:limit]
+
+
 def search(catalog: Catalog, view: SessionView, arguments: Mapping[str, Any]) -> dict[str, Any]:
     """Run each query over the session's deferred tools.
 
@@ -75,7 +92,7 @@ def search(catalog: Catalog, view: SessionView, arguments: Mapping[str, Any]) ->
     results: list[dict[str, Any]] = []
     found: dict[str, dict[str, Any]] = {}
     for query in queries:
-        matches = catalog.index.search(query, limit=limit, scope=view.deferred)
+        matches = rank(catalog, view, query, limit)
         group: dict[str, Any] = {"query": query, "matches": matches}
         if not matches:
             counts = Counter(tools[name].server for name in view.deferred)

