@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+
 from proxy.arguments import check_arguments
 from proxy.catalog import Catalog, SessionView
 from proxy.errors import OutOfScope, ToolCallError, UnknownTool
@@ -22,6 +24,7 @@ from proxy.surface import MAX_DESCRIBE, MAX_QUERIES
 
 DESCRIPTION_LIMIT = 500
 FUSION_DEPTH = 50  # candidates each ranking brings to the fusion
+SEMANTIC_ONLY_FLOOR = 0.3  # cosine below which a query with no known word matches nothing
 _NO_MATCH_HINT = (
     "No tool matched. Retry with the service name plus an action and an object "
     "(for example 'github create issue'), or pick a source below."
@@ -74,9 +77,22 @@ def rank(catalog: Catalog, view: SessionView, query: str, limit: int) -> list[st
     if semantic is None or not semantic.ready(view.deferred):
         return catalog.index.search(query, limit=limit, scope=view.deferred)
     lexical = catalog.index.search(query, limit=FUSION_DEPTH, scope=view.deferred)
+    if not lexical:  # no known word: only clear semantic matches, so nonsense still gets the hint
+        return semantic.rank(query, limit, view.deferred, min_similarity=SEMANTIC_ONLY_FLOOR)
     dense = semantic.rank(query, FUSION_DEPTH, view.deferred)
     exact = catalog.index.exact(query, view.deferred)
     return (exact + [name for name in fuse(lexical, dense, limit + len(exact)) if name not in exact])[:limit]
+
+
+async def prepare_search(catalog: Catalog, arguments: Mapping[str, Any]) -> None:
+    """Compute the queries' semantic vectors in a worker thread, so `search` never blocks the loop."""
+    semantic = catalog.semantic
+    if semantic is None:
+        return
+    queries = _as_list(arguments.get("queries"), "queries", MAX_QUERIES)
+    missing = semantic.missing_queries(queries)
+    if missing:
+        semantic.remember_queries(missing, await anyio.to_thread.run_sync(semantic.encode_queries, missing))
 
 
 def search(catalog: Catalog, view: SessionView, arguments: Mapping[str, Any]) -> dict[str, Any]:

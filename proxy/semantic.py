@@ -299,22 +299,33 @@ class SemanticIndex:
         """True when every tool in `scope` has its vector, so fused scores compare like with like."""
         return self._cache is not None and all(name in self._embedded for name in scope)
 
-    def _query_vector(self, query: str) -> Any:
-        vector = self._queries.get(query)
-        if vector is None:
-            assert self._cache is not None, "rank() before any embedding"
-            vector = self._queries[query] = self._cache.model.embed([query])[0]
-            if len(self._queries) > QUERY_CACHE:
-                del self._queries[next(iter(self._queries))]
-        return vector
+    def missing_queries(self, queries: Sequence[str]) -> list[str]:
+        """Queries whose vectors `rank` would have to compute (none before the model is loaded)."""
+        return [q for q in dict.fromkeys(queries) if q not in self._queries] if self._cache is not None else []
 
-    def rank(self, query: str, limit: int, scope: Collection[str]) -> list[str]:
-        """Tools in `scope` by cosine similarity to the query, best first."""
+    def encode_queries(self, queries: Sequence[str]) -> Any:
+        """Query vectors. Blocking: call it from a worker thread, then `remember_queries` on the loop."""
+        assert self._cache is not None, "encode_queries() before any embedding"
+        return self._cache.model.embed(list(queries))
+
+    def remember_queries(self, queries: Sequence[str], vectors: Any) -> None:
+        for query, vector in zip(queries, vectors, strict=True):
+            self._queries[query] = vector
+        while len(self._queries) > QUERY_CACHE:
+            del self._queries[next(iter(self._queries))]
+
+    def _query_vector(self, query: str) -> Any:
+        if query not in self._queries:
+            self.remember_queries([query], self.encode_queries([query]))
+        return self._queries[query]
+
+    def rank(self, query: str, limit: int, scope: Collection[str], min_similarity: float = -1.0) -> list[str]:
+        """Tools in `scope` by cosine similarity to the query, best first, none below `min_similarity`."""
         q = self._query_vector(query)
         scored: list[tuple[float, str]] = []
         for names, vectors in self._servers.values():
             sims = (vectors @ q).tolist() if names else []
-            scored += [(s, n) for s, n in zip(sims, names, strict=True) if n in scope]
+            scored += [(s, n) for s, n in zip(sims, names, strict=True) if n in scope and s >= min_similarity]
         scored.sort(key=lambda sn: (-sn[0], sn[1]))
         return [n for _, n in scored[:limit]]
 

