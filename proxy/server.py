@@ -32,6 +32,7 @@ logger = logging.getLogger(__name__)
 PROFILE_SCOPE_KEY = "toolbridge.profile"
 _COALESCE_SECONDS = 0.05
 _MAX_TRACKED_CONNECTIONS = 4096
+_NOTIFY_TIMEOUT = 5.0
 
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 Context = ServerRequestContext[Any, Any]
@@ -151,11 +152,24 @@ class ToolbridgeServer:
         changes = self._changes(self.catalog.registry.generation)
         task_status.started()
         async for _ in changes:
-            for subscriber in list(self._subscribers.values()):
+            for key, subscriber in list(self._subscribers.items()):
                 fingerprint = self.catalog.view(subscriber.profile).fingerprint
                 if fingerprint != subscriber.fingerprint:
                     subscriber.fingerprint = fingerprint
-                    await subscriber.notify()
+                    if not await self._notify(subscriber):
+                        self._subscribers.pop(key, None)
+
+    @staticmethod
+    async def _notify(subscriber: _Subscriber) -> bool:
+        """Send one list_changed; a connection that fails or stalls is forgotten, never waited on."""
+        with anyio.move_on_after(_NOTIFY_TIMEOUT):
+            try:
+                await subscriber.notify()
+            except Exception as exc:  # a dead connection must not stop the others' notifications
+                logger.debug("dropping a session whose connection failed: %s", exc)
+                return False
+            return True
+        return False
 
     # --- handlers ----------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
@@ -167,51 +168,69 @@ async def test_bridge_arguments_are_checked() -> None:
         assert too_many.is_error and "at most 10" in text_of(too_many)
 
 
-async def _notifications(mode: str, harness: Any, change: Any) -> int:
-    """How many tools/list_changed one session receives for `change`."""
-    received: list[Any] = []
-    arrived = anyio.Event()
+class _Session:
+    """One downstream session that counts the tools/list_changed it receives."""
 
-    async def on_message(message: Any) -> None:
+    def __init__(self) -> None:
+        self.received = 0
+        self.arrived = anyio.Event()
+
+    async def on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
-            received.append(message)
-            arrived.set()
+            self.received += 1
+            self.arrived.set()
 
-    async with Client(harness.toolbridge.server, mode=mode, message_handler=on_message) as client:
-        await client.list_tools()
+
+async def _listen_until_cancelled(client: Client, listening: anyio.Event) -> None:
+    async with client.listen(tools_list_changed=True) as stream:
+        listening.set()
+        async for _ in stream:
+            pass
+
+
+async def _notifications(mode: str, harness: Any, client_names: list[str], change: Any) -> list[int]:
+    """How many tools/list_changed each session (one per client name) receives for `change`."""
+    sessions = [_Session() for _ in client_names]
+    async with AsyncExitStack() as stack:
+        clients = []
+        for name, session in zip(client_names, sessions, strict=True):
+            info = types.Implementation(name=name, version="1")
+            clients.append(await stack.enter_async_context(
+                Client(harness.toolbridge.server, mode=mode, message_handler=session.on_message, client_info=info)))
+            await clients[-1].list_tools()
         async with anyio.create_task_group() as tg:
             if mode != "legacy":
-                listening = anyio.Event()
-
-                async def listen() -> None:
-                    async with client.listen(tools_list_changed=True) as stream:
-                        listening.set()
-                        async for _ in stream:
-                            pass
-                tg.start_soon(listen)
-                with anyio.fail_after(5):
-                    await listening.wait()
+                for client in clients:
+                    listening = anyio.Event()
+                    tg.start_soon(_listen_until_cancelled, client, listening)
+                    with anyio.fail_after(5):
+                        await listening.wait()
             change()
             with anyio.move_on_after(0.5):
-                await arrived.wait()
-            await anyio.sleep(0.2)  # a second, duplicate notification would arrive within this
+                for session in sessions:
+                    await session.arrived.wait()
+            await anyio.sleep(0.2)  # a duplicate notification would arrive within this
             tg.cancel_scope.cancel()
-    return len(received)
+    return [session.received for session in sessions]
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_list_changed_only_when_the_session_surface_changes(mode: str) -> None:
-    async with gateway(fleet(), CONFIG, profile="opsonly") as harness:
-        def add_mail_tool() -> None:  # out of this session's scope
-            harness.upstreams["mail"].tools.append(tool("read_email", "Read email."))
+async def test_list_changed_reaches_exactly_the_sessions_whose_surface_changed(mode: str) -> None:
+    async with gateway(fleet(), CONFIG) as harness:
+        def add(server: str, name: str) -> Any:
+            def change() -> None:
+                harness.upstreams[server].tools.append(tool(name, f"{name} it."))
+                harness.registry.set_server_tools(server, harness.upstreams[server].tools)
+            return change
+
+        def unchanged() -> None:
             harness.registry.set_server_tools("mail", harness.upstreams["mail"].tools)
+            harness.registry.bump()
 
-        def add_disk_tool() -> None:
-            harness.upstreams["disk"].tools.append(tool("snapshot_volume", "Snapshot a volume."))
-            harness.registry.set_server_tools("disk", harness.upstreams["disk"].tools)
-
-        assert await _notifications(mode, harness, add_mail_tool) == 0
-        assert await _notifications(mode, harness, add_disk_tool) == 1
+        sessions = ["ops-console", "some-agent"]  # profiles opsonly (disk + time) and default (everything)
+        assert await _notifications(mode, harness, sessions, add("mail", "read_email")) == [0, 1]
+        assert await _notifications(mode, harness, sessions, add("disk", "snapshot_volume")) == [1, 1]
+        assert await _notifications(mode, harness, sessions, unchanged) == [0, 0]
 
 
 async def test_a_hostile_tool_list_still_gives_a_valid_surface() -> None:
