@@ -1,23 +1,26 @@
 """Lexical tool search (SPEC §6.6): a BM25F-style ranking over name, server, description and params.
 
-Pure and stdlib-only so the bridge, tests and benchmarks share one implementation. The index keeps
+Pure (stdlib and numpy) so the bridge, tests and benchmarks share one implementation. The index keeps
 per-server postings so a server's tool change touches only that server's entries; corpus-wide
-statistics (document frequency, average lengths) are maintained incrementally.
+statistics (document frequency, average lengths) are maintained incrementally, and scoring runs over
+per-term arrays (proxy/postings.py).
 """
 
 from __future__ import annotations
 
 import functools
-import heapq
 import itertools
 import math
-import operator
 import re
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
+from proxy import postings
 from proxy.stemming import STOP_WORDS, split_words, stem, tokenize
 
 # Generic software action/object synonyms and abbreviations, groups split by ";" or a line end ("_" joins a
@@ -116,6 +119,11 @@ class _Entry:
     terms: tuple[str, ...]
     name_terms: frozenset[str]
     lengths: tuple[int, ...]  # tokens per field
+    doc_id: int
+
+
+# Session scopes whose document mask is kept until the index changes (views are cached, so few recur).
+SCOPE_MASKS = 8
 
 
 class SearchIndex:
@@ -124,10 +132,14 @@ class SearchIndex:
     def __init__(self) -> None:
         self._servers: dict[str, list[str]] = {}
         self._entries: dict[str, _Entry] = {}
-        self._postings: dict[str, dict[str, tuple[int, ...]]] = defaultdict(dict)
+        self._docs = postings.DocIds(len(FIELDS))
+        self._postings: dict[str, dict[str, postings.Chunk]] = defaultdict(dict)  # term -> server -> postings
         self._total_lengths = [0] * len(FIELDS)
-        self._factors: dict[str, tuple[float, ...]] = {}  # per-doc field weight / length norm; lazy
-        self._impacts_cache: dict[str, dict[str, float]] = {}
+        # Lazy caches: arrays per term (dropped when its postings change), the rest until any change.
+        self._arrays: dict[str, postings.Chunk] = {}
+        self._factors: postings.Floats | None = None  # per-doc field weight / length norm
+        self._impacts_cache: dict[str, tuple[postings.Ids, postings.Floats]] = {}
+        self._masks: dict[int, tuple[frozenset[str], npt.NDArray[np.bool_]]] = {}
         self._exact: dict[str, set[str]] = defaultdict(set)
 
     def __len__(self) -> int:
@@ -140,28 +152,36 @@ class SearchIndex:
         docs = [d for d in dict((d.name, d) for d in docs).values() if d.name not in self._entries]
         boilerplate = _boilerplate(docs)
         acronyms = _name_acronyms(docs)
+        rows: dict[str, tuple[list[int], list[tuple[int, ...]]]] = defaultdict(lambda: ([], []))
         for doc in docs:
             tfs, lengths = _field_counts(doc, boilerplate, acronyms)
             name_terms = frozenset(t for t, f in tfs.items() if f[0])
-            self._entries[doc.name] = _Entry(doc, tuple(tfs), name_terms, lengths)
+            doc_id = self._docs.add(doc.name, lengths)
+            self._entries[doc.name] = _Entry(doc, tuple(tfs), name_terms, lengths, doc_id)
             self._add_lengths(lengths, 1)
             for term, tf in tfs.items():
-                self._postings[term][doc.name] = tf
+                rows[term][0].append(doc_id)
+                rows[term][1].append(tf)
             for key in {doc.name.lower(), doc.raw_name.lower()}:
                 self._exact[key].add(doc.name)
             names.append(doc.name)
+        for term, chunk in postings.chunks(rows).items():
+            self._postings[term][server] = chunk
+            self._arrays.pop(term, None)
         self._servers[server] = names
 
     def remove_server(self, server: str) -> None:
         """Drop one server's tools from the index."""
         for name in self._servers.pop(server, []):
             entry = self._entries.pop(name)
+            self._docs.remove(entry.doc_id)
             self._add_lengths(entry.lengths, -1)
             for term in entry.terms:
-                posting = self._postings[term]
-                posting.pop(name, None)
-                if not posting:
-                    del self._postings[term]
+                chunks = self._postings.get(term)
+                if chunks is not None and chunks.pop(server, None) is not None:
+                    self._arrays.pop(term, None)
+                    if not chunks:
+                        del self._postings[term]
             for key in {entry.doc.name.lower(), entry.doc.raw_name.lower()}:
                 self._exact[key].discard(name)
                 if not self._exact[key]:
@@ -170,19 +190,16 @@ class SearchIndex:
     def _add_lengths(self, lengths: tuple[int, ...], sign: int) -> None:
         for i, n in enumerate(lengths):
             self._total_lengths[i] += sign * n
-        self._factors.clear()
+        self._factors = None
         self._impacts_cache.clear()
+        self._masks.clear()
 
-    def _doc_factors(self) -> dict[str, tuple[float, ...]]:
-        """BM25F per-field multipliers w_f / (1 - b_f + b_f * len_f / avg_f), recomputed after a change."""
-        if not self._factors:
+    def _doc_factors(self) -> postings.Floats:
+        """BM25F per-field multipliers per document id, recomputed after a change."""
+        if self._factors is None:
             n_docs = len(self._entries)
-            avg = [max(total / n_docs, 1e-9) for total in self._total_lengths]
-            params = list(zip(FIELD_WEIGHTS, FIELD_B, avg, strict=True))
-            self._factors = {
-                name: tuple(w / (1 - b + b * n / a) for (w, b, a), n in zip(params, e.lengths, strict=True))
-                for name, e in self._entries.items()
-            }
+            avgs = [max(total / n_docs, 1e-9) for total in self._total_lengths]
+            self._factors = postings.field_factors(self._docs.lengths, FIELD_WEIGHTS, FIELD_B, avgs)
         return self._factors
 
     def search(self, query: str, *, limit: int, scope: Collection[str] | None = None) -> list[str]:
@@ -193,10 +210,8 @@ class SearchIndex:
         terms = self._query_terms(query)
         scores = self._score(terms, scope)
         for name in exact:
-            scores.pop(name, None)
-        if NAME_COVERAGE:
-            scores = self._cover(scores, terms, limit)
-        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+            scores[self._entries[name].doc_id] = 0.0
+        ranked = sorted(self._cover(scores, terms, limit).items(), key=lambda kv: (-kv[1], kv[0]))
         return (exact + [name for name, _ in ranked])[:limit]
 
     def exact(self, query: str, scope: Collection[str] | None = None) -> list[str]:
@@ -237,43 +252,57 @@ class SearchIndex:
                         out[term] = max(out.get(term, 0.0), SYNONYM_WEIGHT / len(member))
         return out
 
-    def _impacts(self, term: str) -> dict[str, float]:
-        """A term's saturated BM25F tf per document, cached until the index next changes."""
-        impacts = self._impacts_cache.get(term)
-        if impacts is None:
-            factors = self._doc_factors()
-            impacts = {}
-            for name, tfs in self._postings[term].items():
-                tf = sum(map(operator.mul, tfs, factors[name]))
-                impacts[name] = tf * (K1 + 1) / (tf + K1)
-            self._impacts_cache[term] = impacts
-        return impacts
+    def _impacts(self, term: str) -> tuple[postings.Ids, postings.Floats]:
+        """A term's document ids and saturated BM25F tf per document, cached until the index next changes."""
+        cached = self._impacts_cache.get(term)
+        if cached is None:
+            arrays = self._arrays.get(term)
+            if arrays is None:
+                arrays = self._arrays[term] = postings.joined(list(self._postings[term].values()))
+            ids, tfs = arrays
+            cached = self._impacts_cache[term] = (ids, postings.impacts(ids, tfs, self._doc_factors(), K1))
+        return cached
 
-    def _score(self, terms: dict[str, float], scope: Collection[str] | None) -> dict[str, float]:
+    def _score(self, terms: dict[str, float], scope: Collection[str] | None) -> postings.Floats:
+        """BM25F score per document id (zero for documents out of scope or sharing no query term)."""
         n_docs = len(self._entries)
-        scores: dict[str, float] = defaultdict(float)
+        plan = []
         for term, qtf in terms.items():
-            df = len(self._postings.get(term, ()))
-            if not df:
-                continue
-            idf = qtf * math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
-            for name, impact in self._impacts(term).items():
-                if scope is None or name in scope:
-                    scores[name] += idf * impact
+            if term in self._postings:
+                ids, impacts = self._impacts(term)
+                df = len(ids)
+                idf = qtf * math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+                plan.append((idf, ids, impacts))
+        scores = postings.accumulate(plan, self._docs.capacity)
+        if scope is not None:
+            scores *= self._scope_mask(scope)
         return scores
 
-    def _cover(self, scores: dict[str, float], terms: dict[str, float], limit: int) -> dict[str, float]:
+    def _scope_mask(self, scope: Collection[str]) -> npt.NDArray[np.bool_]:
+        """The scope as a document mask; a frozenset's (a session view's) is kept until the index changes."""
+        cached = self._masks.get(id(scope))
+        if cached is not None and cached[0] is scope:
+            return cached[1]
+        ids = [entry.doc_id for name in scope if (entry := self._entries.get(name)) is not None]
+        mask = postings.mask(self._docs.capacity, ids)
+        if isinstance(scope, frozenset):
+            if len(self._masks) >= SCOPE_MASKS:
+                del self._masks[next(iter(self._masks))]
+            self._masks[id(scope)] = (scope, mask)
+        return mask
+
+    def _cover(self, scores: postings.Floats, terms: dict[str, float], limit: int) -> dict[str, float]:
         """Boost tools whose name the query covers (synonyms count at their weight), less so for long
         requests, which cover some name by chance. Only tools that can still reach the top `limit` are kept."""
         weight = NAME_COVERAGE * min(1.0, COVERAGE_WORDS / max(1, sum(w >= 1 for w in terms.values())))
-        if len(scores) > limit:
-            floor = heapq.nlargest(limit, scores.values())[-1] / (1 + weight) * (1 - 1e-9)
-            scores = {name: score for name, score in scores.items() if score >= floor}
-        for name, score in scores.items():
-            name_terms = self._entries[name].name_terms
+        names = self._docs.names
+
+        def boost(doc_id: int, score: float) -> float:
+            name_terms = self._entries[names[doc_id]].name_terms
             covered = sum(min(1.0, terms.get(t, 0.0)) for t in name_terms) / max(len(name_terms), 1)
-            scores[name] = score * (1 + weight * covered)
-        return scores
+            return score * (1 + weight * covered)
+
+        return {names[i]: s for i, s in postings.top_boosted(scores, limit, 1 + weight, boost).items()}
 
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")

@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     # The fleet supervises connections and keeps their tools registered: it lives with the registry.
     ("registry", frozenset({"registry", "toolsets", "fleet"})),
     # `semantic` reads model weights and its embedding cache from disk: surface, but not pure.
-    ("surface", frozenset({"listing", "search", "semantic", "surface", "arguments", "catalog"})),
+    ("surface", frozenset({"listing", "search", "postings", "semantic", "surface", "arguments", "catalog"})),
     ("serving", frozenset({"bridge", "server", "http", "gateway"})),
     ("cli", frozenset({"cli", "__main__"})),
 )
@@ -31,8 +31,8 @@ LAYER_OF = {module: index for index, (_, modules) in enumerate(LAYERS) for modul
 
 # Pure code: synchronous, data to data, no I/O (STYLE.md "Pure code").
 PURE = frozenset({
-    "config", "names", "errors", "toolsets", "listing", "search", "stemming", "surface", "arguments", "backoff",
-    "importer",
+    "config", "names", "errors", "toolsets", "listing", "search", "postings", "stemming", "surface", "arguments",
+    "backoff", "importer",
 })
 IO_MODULES = frozenset({
     "upstream", "spawn", "fleet", "semantic", "server", "bridge", "http", "cli", "gateway", "__main__",

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import math
+import random
+from collections.abc import Collection
+
 import pytest
 
+from bench.search_eval import catalogs_dir, load_catalog, load_queries
+from proxy import search
 from proxy.search import SearchDoc, SearchIndex, doc_from_tool, tokenize
 
 
@@ -162,3 +168,73 @@ def test_cached_scores_follow_updates(index: SearchIndex) -> None:
     before = index.search("file", limit=5)
     index.set_server("fs", [doc("fs", "stat", "File metadata")])
     assert before != index.search("file", limit=5) == ["fs__stat"]
+
+
+class _Reference:
+    """Straightforward BM25F over dicts, per document and term, as search.py scored before its postings
+    became arrays; shares only tokenizing and query expansion with the index."""
+
+    def __init__(self, servers: dict[str, list[SearchDoc]]) -> None:
+        self.tfs: dict[str, dict[str, tuple[int, ...]]] = {}
+        self.lengths: dict[str, tuple[int, ...]] = {}
+        for docs in servers.values():
+            boilerplate, acronyms = search._boilerplate(docs), search._name_acronyms(docs)
+            for d in docs:
+                self.tfs[d.name], self.lengths[d.name] = search._field_counts(d, boilerplate, acronyms)
+
+    def scores(self, terms: dict[str, float], scope: Collection[str] | None) -> dict[str, float]:
+        n = len(self.tfs)
+        avgs = [max(sum(lengths[f] for lengths in self.lengths.values()) / n, 1e-9) for f in range(5)]
+        scores: dict[str, float] = {}
+        for term, qtf in terms.items():
+            holders = [name for name, tfs in self.tfs.items() if term in tfs]
+            idf = qtf * math.log(1 + (n - len(holders) + 0.5) / (len(holders) + 0.5))
+            for name in holders:
+                tf = 0.0
+                for count, w, b, length, avg in zip(
+                    self.tfs[name][term], search.FIELD_WEIGHTS, search.FIELD_B, self.lengths[name], avgs, strict=True
+                ):
+                    tf += count * (w / (1 - b + b * length / avg))
+                if scope is None or name in scope:
+                    scores[name] = scores.get(name, 0.0) + idf * (tf * (search.K1 + 1) / (tf + search.K1))
+        return scores
+
+    def search(self, index: SearchIndex, query: str, limit: int, scope: Collection[str] | None) -> list[str]:
+        """Every match boosted by name coverage, then sorted: no pruning at all."""
+        terms = index._query_terms(query)
+        exact = index.exact(query, scope)
+        long_query = max(1, sum(w >= 1 for w in terms.values()))
+        weight = search.NAME_COVERAGE * min(1.0, search.COVERAGE_WORDS / long_query)
+        boosted = {}
+        for name, score in self.scores(terms, scope).items():
+            name_terms = index._entries[name].name_terms
+            covered = sum(min(1.0, terms.get(t, 0.0)) for t in name_terms) / max(len(name_terms), 1)
+            boosted[name] = score * (1 + weight * covered)
+        ranked = sorted((kv for kv in boosted.items() if kv[0] not in exact), key=lambda kv: (-kv[1], kv[0]))
+        return (exact + [name for name, _ in ranked])[:limit]
+
+
+def test_array_scoring_matches_reference_on_real_fleet() -> None:
+    root = catalogs_dir()
+    if not (root / "real-fleet.json").exists():
+        pytest.skip(f"catalogs not found at {root} (set TOOLBRIDGE_CATALOGS or check out ../shared)")
+    servers = load_catalog(root / "real-fleet.json")
+    index = SearchIndex()
+    for server, docs in servers.items():
+        index.set_server(server, docs)
+    for server in list(servers)[::3]:  # updates reuse freed document ids in another order
+        index.remove_server(server)
+    for server in list(servers)[::3][::-1]:
+        index.set_server(server, servers[server])
+    reference = _Reference(servers)
+    rnd = random.Random(5)
+    names = [d.name for docs in servers.values() for d in docs]
+    words = [w for name in names for w in name.split("__")[1].replace("-", "_").split("_") if w]
+    queries = [q["query"] for q in load_queries(root / "queries-dev.json")]
+    queries += [" ".join(rnd.sample(words, rnd.randint(1, 5))) for _ in range(60)] + names[:5]
+    scopes = [None, frozenset(names[::10]), set(rnd.sample(names, 40))]
+    for query in queries:
+        for limit in (1, 5, 10, 50):
+            for scope in scopes:
+                expected = reference.search(index, query, limit, scope)
+                assert index.search(query, limit=limit, scope=scope) == expected, (query, limit, scope is None)

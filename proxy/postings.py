@@ -1,0 +1,137 @@
+"""Array scoring for the lexical index (SPEC §6.6 at fleet scale): numpy in place of per-posting Python loops.
+
+Documents get dense integer ids, reused after removal so a server's update stays incremental. Each server
+keeps its postings per term as arrays (document ids and a per-field tf matrix); a term's arrays over all
+servers are joined on first use after a change. A query adds up all its terms in one `np.bincount`, which
+sums each document's contributions one after another in query-term order, like the dict loop it replaced.
+Every product and sum keeps that scalar code's operation order, so scores, and therefore rankings and
+their ties, are the same to the last bit.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+Ids = npt.NDArray[np.intp]
+Floats = npt.NDArray[np.float64]
+Chunk = tuple[Ids, Floats]  # postings: document ids and, per id, the term's frequency in each field
+
+
+class DocIds:
+    """Dense document ids with a free list, and each id's token count per field (zero for a free id)."""
+
+    def __init__(self, n_fields: int) -> None:
+        self.names: list[str] = []  # "" marks a free id
+        self._free: list[int] = []
+        self.lengths = np.zeros((0, n_fields), dtype=np.int64)
+
+    @property
+    def capacity(self) -> int:
+        """Ids handed out so far, free or not: the length of every per-document array."""
+        return len(self.names)
+
+    def add(self, name: str, lengths: Sequence[int]) -> int:
+        """An id for `name`, a freed one first so arrays do not grow with churn."""
+        if self._free:
+            doc_id = self._free.pop()
+            self.names[doc_id] = name
+        else:
+            doc_id = len(self.names)
+            self.names.append(name)
+            if doc_id >= len(self.lengths):
+                grown = np.zeros((max(64, 2 * len(self.lengths)), self.lengths.shape[1]), dtype=np.int64)
+                grown[: len(self.lengths)] = self.lengths
+                self.lengths = grown
+        self.lengths[doc_id] = lengths
+        return doc_id
+
+    def remove(self, doc_id: int) -> None:
+        self.names[doc_id] = ""
+        self.lengths[doc_id] = 0
+        self._free.append(doc_id)
+
+
+def field_factors(
+    lengths: npt.NDArray[np.int64], weights: Sequence[float], bs: Sequence[float], avgs: Sequence[float]
+) -> Floats:
+    """BM25F per-field multipliers w_f / (1 - b_f + b_f * len_f / avg_f), one row per document id."""
+    out = np.empty(lengths.shape, dtype=np.float64)
+    for f, (w, b, avg) in enumerate(zip(weights, bs, avgs, strict=True)):
+        out[:, f] = w / (1 - b + b * lengths[:, f] / avg)
+    return out
+
+
+def chunks(rows: Mapping[str, tuple[Sequence[int], Sequence[tuple[int, ...]]]]) -> dict[str, Chunk]:
+    """One server's postings per term (document ids, per-field term frequencies) as views into two arrays
+    built at once: converting each term's few rows separately would cost more than the server's tokenizing."""
+    ids = np.fromiter(itertools.chain.from_iterable(term_ids for term_ids, _ in rows.values()), dtype=np.intp)
+    tfs = np.array([tf for _, term_tfs in rows.values() for tf in term_tfs], dtype=np.float64)
+    out: dict[str, Chunk] = {}
+    start = 0
+    for term, (term_ids, _) in rows.items():
+        end = start + len(term_ids)
+        out[term] = (ids[start:end], tfs[start:end])
+        start = end
+    return out
+
+
+def joined(parts: Sequence[Chunk]) -> Chunk:
+    """A term's postings over all servers; which document comes first does not matter to any sum."""
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate([ids for ids, _ in parts]), np.concatenate([tfs for _, tfs in parts])
+
+
+def impacts(ids: Ids, tfs: Floats, factors: Floats, k1: float) -> Floats:
+    """Saturated BM25F tf per posting; fields are added left to right with plain float additions."""
+    weighted = tfs * factors[ids]
+    tf = weighted[:, 0].copy()
+    for f in range(1, weighted.shape[1]):
+        tf += weighted[:, f]
+    return tf * (k1 + 1) / (tf + k1)
+
+
+def accumulate(plan: Sequence[tuple[float, Ids, Floats]], size: int) -> Floats:
+    """Each document's sum of idf * impact over the plan's terms, added in plan order."""
+    if not plan:
+        return np.zeros(size)
+    ids = np.concatenate([term_ids for _, term_ids, _ in plan])
+    weights = np.concatenate([idf * term_impacts for idf, _, term_impacts in plan])
+    return np.bincount(ids, weights=weights, minlength=size)
+
+
+def mask(size: int, ids: Sequence[int]) -> npt.NDArray[np.bool_]:
+    """A boolean selector of `ids` over all document ids."""
+    out = np.zeros(size, dtype=np.bool_)
+    out[np.asarray(ids, dtype=np.intp)] = True
+    return out
+
+
+def top_boosted(scores: Floats, limit: int, max_boost: float, boost: Callable[[int, float], float]) -> dict[int, float]:
+    """Boosted scores of every document that can still rank in the top `limit`, given that `boost` multiplies
+    a score by at most `max_boost`. Documents are boosted best score first until none further down can
+    reach the `limit`-th boosted score so far (with slack for rounding), so a query matching thousands of
+    tools boosts a few dozen."""
+    ids = np.flatnonzero(scores)
+    kept = scores[ids]
+    if len(ids) > limit:
+        kth = float(np.partition(kept, len(ids) - limit)[len(ids) - limit])
+        chosen = kept >= kth / max_boost * (1 - 1e-9)
+        ids, kept = ids[chosen], kept[chosen]
+    order = np.argsort(-kept, kind="stable")
+    out: dict[int, float] = {}
+    best: list[float] = []  # min-heap of the `limit` best boosted scores
+    for doc_id, score in zip(ids[order].tolist(), kept[order].tolist(), strict=True):
+        if len(best) == limit and score * max_boost < best[0] * (1 - 1e-9):
+            break
+        out[doc_id] = boosted = boost(doc_id, score)
+        if len(best) < limit:
+            heapq.heappush(best, boosted)
+        elif boosted > best[0]:
+            heapq.heapreplace(best, boosted)
+    return out
