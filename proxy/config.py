@@ -248,7 +248,12 @@ class _UnsetVariable(KeyError):
         self.location = location
 
 
-def _interpolate(value: Any, environ: Mapping[str, str], location: tuple[Any, ...]) -> Any:
+def interpolate(value: Any, environ: Mapping[str, str], location: tuple[Any, ...] = ()) -> Any:
+    """Replace `${VAR}` and `${env:VAR}` in every string of `value` (mapping keys are left alone).
+
+    Raises:
+        KeyError: naming the first variable that is not set (with `location`, where it was used).
+    """
     if isinstance(value, str):
 
         def substitute(match: re.Match[str]) -> str:
@@ -259,19 +264,10 @@ def _interpolate(value: Any, environ: Mapping[str, str], location: tuple[Any, ..
 
         return _VARIABLE.sub(substitute, value)
     if isinstance(value, list | tuple):
-        return [_interpolate(v, environ, (*location, i)) for i, v in enumerate(value)]
+        return [interpolate(v, environ, (*location, i)) for i, v in enumerate(value)]
     if isinstance(value, Mapping):
-        return {k: _interpolate(v, environ, (*location, k)) for k, v in value.items()}
+        return {k: interpolate(v, environ, (*location, k)) for k, v in value.items()}
     return value
-
-
-def interpolate(value: Any, environ: Mapping[str, str]) -> Any:
-    """Replace `${VAR}` and `${env:VAR}` in every string of `value` (mapping keys are left alone).
-
-    Raises:
-        KeyError: naming the first variable that is not set.
-    """
-    return _interpolate(value, environ, ())
 
 
 def _read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
@@ -360,7 +356,7 @@ def load_upstream(path: Path, environ: Mapping[str, str]) -> UpstreamConfig:
         raise ConfigError(str(path), "name: unknown field (the file name is the server name)",
                           _line_of(node, ("name",)))
     try:
-        data = _interpolate(data, environ, ())
+        data = interpolate(data, environ, ())
     except _UnsetVariable as exc:
         where = ".".join(str(part) for part in exc.location)
         raise ConfigError(

@@ -63,8 +63,3 @@ def qualify_names(server: str, raw_names: Iterable[str]) -> dict[str, str]:
         taken.add(name)
         qualified[raw] = name
     return {raw: qualified[raw] for raw in unique}
-
-
-def qualify_name(server: str, raw_name: str) -> str:
-    """The qualified name of one tool, as if it were its server's only tool."""
-    return qualify_names(server, [raw_name])[raw_name]

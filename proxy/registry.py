@@ -96,10 +96,6 @@ class Registry:
         """Every dynamic toolset: `mcp-<server>` → its qualified names (only non-empty ones)."""
         return {server_toolset(s): frozenset(tools) for s, tools in self._by_server.items()}
 
-    def resolve_toolset_alias(self, name: str) -> str:
-        """The bare server name is an alias of its `mcp-<server>` toolset."""
-        return server_toolset(name) if name in self._by_server else name
-
     # --- writing -----------------------------------------------------------------------------
 
     def add_listener(self, listener: Listener) -> None:

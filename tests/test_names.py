@@ -9,13 +9,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.names import MAX_LENGTH, qualify_name, qualify_names, sanitize
+from proxy.names import MAX_LENGTH, qualify_names, sanitize
 
 VALID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 def assert_valid(name: str) -> None:
     assert VALID.fullmatch(name), repr(name)
+
+
+def qualify_name(server: str, raw: str) -> str:
+    """The qualified name of one tool, as if it were its server's only tool."""
+    return qualify_names(server, [raw])[raw]
 
 
 @pytest.mark.parametrize(

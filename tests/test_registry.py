@@ -117,16 +117,6 @@ def test_remove_server_drops_its_tools_and_toolset_only() -> None:
     assert registry.remove_server("a") == ServerChange("a")
 
 
-def test_bare_server_name_is_an_alias_of_its_toolset() -> None:
-    registry = Registry()
-    registry.set_server_tools("git", tools("status"))
-    assert registry.resolve_toolset_alias("git") == "mcp-git"
-    assert registry.resolve_toolset_alias("mcp-git") == "mcp-git"
-    assert registry.resolve_toolset_alias("research") == "research"
-    registry.remove_server("git")
-    assert registry.resolve_toolset_alias("git") == "git"
-
-
 # --- refusals ---------------------------------------------------------------------------------
 
 
