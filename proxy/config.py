@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -26,6 +25,7 @@ from pydantic import (
 )
 
 from proxy.errors import ConfigError
+from proxy.yaml_lines import line_of, read_yaml, validation_problem
 
 logger = logging.getLogger(__name__)
 
@@ -237,7 +237,7 @@ def parse_tool_search(raw: Any) -> tuple[ToolSearchSettings, list[str]]:
     return ToolSearchSettings(**values), warnings
 
 
-# --- interpolation and YAML -------------------------------------------------------------------
+# --- interpolation -----------------------------------------------------------------------------
 
 
 class _UnsetVariable(KeyError):
@@ -270,73 +270,6 @@ def interpolate(value: Any, environ: Mapping[str, str], location: tuple[Any, ...
     return value
 
 
-def _read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
-    """Parse a YAML file, keeping the node tree so errors can point at a line.
-
-    Raises:
-        ConfigError: the file cannot be read or is not valid YAML.
-    """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(str(path), f"cannot read file: {exc}") from exc
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(str(path), f"invalid YAML: {problem}", mark.line + 1 if mark else None) from exc
-    return data, node
-
-
-def _is_key(node: yaml.Node, key: Any) -> bool:
-    if not isinstance(node, yaml.ScalarNode):
-        return False
-    if isinstance(key, str):
-        return node.tag == "tag:yaml.org,2002:str" and node.value == key
-    try:  # a YAML 1.1 key like `on` or `1` was constructed to a bool or int
-        value = yaml.SafeLoader("").construct_object(node)
-    except yaml.YAMLError:
-        return False
-    return bool(value == key)  # pydantic reports a True key as 1, so compare by value
-
-
-def _line_of(node: yaml.Node | None, location: tuple[Any, ...]) -> int | None:
-    """The 1-based line of the value at `location` in a composed YAML tree, as deep as it exists.
-
-    A mapping entry is reported at its key's line, which is where a reader looks for it.
-    """
-    line = node.start_mark.line + 1 if node is not None else None
-    for key in location:
-        if isinstance(node, yaml.MappingNode):
-            pair = next(((k, v) for k, v in node.value if _is_key(k, key)), None)
-            if pair is None:
-                break
-            node, line = pair[1], pair[0].start_mark.line + 1
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-            node = node.value[key]
-            line = node.start_mark.line + 1
-        else:
-            break
-    return line
-
-
-def _validation_problem(path: Path, node: yaml.Node | None, exc: ValidationError) -> ConfigError:
-    errors = exc.errors(include_url=False)
-    error = errors[0]
-    location = tuple(part for part in error["loc"] if part != "name")
-    message = error["msg"].removeprefix("Value error, ")
-    if error["type"] in ("extra_forbidden", "invalid_key"):
-        message = "unknown field"
-    if len(errors) > 1:
-        message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
-    if not location:
-        return ConfigError(str(path), message)
-    field_name = ".".join(str(part) for part in location)
-    return ConfigError(str(path), f"{field_name}: {message}", _line_of(node, location))
-
-
 # --- loading ----------------------------------------------------------------------------------
 
 
@@ -349,23 +282,23 @@ def load_upstream(path: Path, environ: Mapping[str, str]) -> UpstreamConfig:
     name = path.stem
     if not SERVER_NAME.fullmatch(name):
         raise ConfigError(str(path), f"server name {name!r} must match [A-Za-z0-9_-]{{1,64}}")
-    data, node = _read_yaml(path)
+    data, node = read_yaml(path)
     if not isinstance(data, dict):
-        raise ConfigError(str(path), "expected a mapping of settings", _line_of(node, ()))
+        raise ConfigError(str(path), "expected a mapping of settings", line_of(node, ()))
     if "name" in data:
         raise ConfigError(str(path), "name: unknown field (the file name is the server name)",
-                          _line_of(node, ("name",)))
+                          line_of(node, ("name",)))
     try:
         data = interpolate(data, environ, ())
     except _UnsetVariable as exc:
         where = ".".join(str(part) for part in exc.location)
         raise ConfigError(
-            str(path), f"{where}: environment variable {exc.args[0]} is not set", _line_of(node, exc.location)
+            str(path), f"{where}: environment variable {exc.args[0]} is not set", line_of(node, exc.location)
         ) from None
     try:
         return UpstreamConfig.model_validate({**data, "name": name})
     except ValidationError as exc:
-        raise _validation_problem(path, node, exc) from None
+        raise validation_problem(path, node, exc) from None
 
 
 def load_toolsets(path: Path) -> tuple[ToolsetsConfig, list[str]]:
@@ -376,11 +309,11 @@ def load_toolsets(path: Path) -> tuple[ToolsetsConfig, list[str]]:
     """
     if not path.exists():
         return ToolsetsConfig(), []
-    data, node = _read_yaml(path)
+    data, node = read_yaml(path)
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(str(path), "expected a mapping of settings", _line_of(node, ()))
+        raise ConfigError(str(path), "expected a mapping of settings", line_of(node, ()))
     data = dict(data)
     settings, warnings = parse_tool_search(data.pop("tool_search", None))
     for key in ("core", "toolsets", "profiles"):
@@ -389,7 +322,7 @@ def load_toolsets(path: Path) -> tuple[ToolsetsConfig, list[str]]:
     try:
         return ToolsetsConfig.model_validate({**data, "tool_search": settings}), warnings
     except ValidationError as exc:
-        raise _validation_problem(path, node, exc) from None
+        raise validation_problem(path, node, exc) from None
 
 
 def _upstream_files(directory: Path) -> list[Path]:

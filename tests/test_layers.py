@@ -18,7 +18,9 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent / PACKAGE
 
 # Lowest first. A module may import its own layer and the layers below it, never above.
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
-    ("foundation", frozenset({"__init__", "errors", "names", "config", "backoff", "importer", "stemming"})),
+    ("foundation", frozenset({
+        "__init__", "errors", "names", "config", "yaml_lines", "backoff", "importer", "stemming",
+    })),
     ("upstreams", frozenset({"upstream", "upstream_errors", "spawn"})),
     # The fleet supervises connections and keeps their tools registered: it lives with the registry.
     ("registry", frozenset({"registry", "toolsets", "fleet"})),
