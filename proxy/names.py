@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 MAX_LENGTH = 64
 SEPARATOR = "__"
-VALID_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+BRIDGE_NAMES = ("tool_search", "tool_describe", "tool_call")  # reserved: no upstream tool may take them
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _HASH_LENGTH = 10
 

@@ -17,11 +17,10 @@ from typing import Any
 import anyio
 from mcp import types
 
-from proxy.names import qualify_names
+from proxy.names import BRIDGE_NAMES, qualify_names
 
 logger = logging.getLogger(__name__)
 
-BRIDGE_NAMES = frozenset({"tool_search", "tool_describe", "tool_call"})
 TOOLSET_PREFIX = "mcp-"
 
 

@@ -26,6 +26,7 @@ from proxy import __version__, bridge
 from proxy.catalog import Catalog, SessionView
 from proxy.errors import InvalidArguments, ToolbridgeError, UnknownTool, redact
 from proxy.registry import ToolEntry
+from proxy.upstream import ProgressCallback
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +35,6 @@ _COALESCE_SECONDS = 0.05
 _MAX_TRACKED_CONNECTIONS = 4096
 _NOTIFY_TIMEOUT = 5.0
 
-ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 Context = ServerRequestContext[Any, Any]
 
 

@@ -17,7 +17,6 @@ from proxy.config import ToolSearchSettings
 from proxy.listing import NO_LISTING, Form, Listing, listing_budget, render_listing
 
 __all__ = [
-    "BRIDGE_TOOL_NAMES",
     "MAX_DESCRIBE",
     "MAX_QUERIES",
     "Surface",
@@ -25,7 +24,6 @@ __all__ = [
     "build_surface",
 ]
 
-BRIDGE_TOOL_NAMES = ("tool_search", "tool_describe", "tool_call")
 MAX_QUERIES = 7
 MAX_DESCRIBE = 10
 

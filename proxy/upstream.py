@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +24,7 @@ from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from proxy import __version__
 from proxy.config import UpstreamConfig
 from proxy.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from proxy.spawn import stdio_transport
@@ -32,15 +33,13 @@ from proxy.upstream_errors import SessionLost, is_session_gone, rejects_streamab
 logger = logging.getLogger(__name__)
 
 TransportChoice = Literal["stdio", "streamable-http", "sse", "auto"]
-ProgressCallback = Callable[[float, float | None, str | None], Any]
+ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 
-CLIENT_INFO = types.Implementation(name="toolbridge", version="0.1.0")
+CLIENT_INFO = types.Implementation(name="toolbridge", version=__version__)
 MAX_PAGES = 1000
 KEEPALIVE_TIMEOUT = 10.0
 LISTEN_RETRY_DELAY = 1.0
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
-_AUTH_STATUSES = (401, 403)
-_REJECT_STATUSES = (400, 404, 405, 406, 415)
 
 
 # --- pure helpers ------------------------------------------------------------------------------

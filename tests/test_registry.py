@@ -11,7 +11,8 @@ import pytest
 from mcp import types
 
 import proxy.registry
-from proxy.registry import BRIDGE_NAMES, Availability, Registry, ServerChange, ToolEntry
+from proxy.names import BRIDGE_NAMES
+from proxy.registry import Availability, Registry, ServerChange, ToolEntry
 
 
 @pytest.fixture
@@ -138,7 +139,7 @@ def test_reserved_bridge_names_are_refused_and_logged(
 
 
 def test_bridge_names_are_the_three_bridge_tools() -> None:
-    assert frozenset({"tool_search", "tool_describe", "tool_call"}) == BRIDGE_NAMES
+    assert frozenset({"tool_search", "tool_describe", "tool_call"}) == set(BRIDGE_NAMES)
 
 
 def test_a_name_owned_by_another_server_is_refused_and_logged(caplog: pytest.LogCaptureFixture) -> None:

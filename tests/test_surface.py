@@ -14,7 +14,8 @@ from mcp import types
 
 from proxy.config import ToolSearchSettings
 from proxy.listing import HEADING, estimate_tokens, render_listing
-from proxy.surface import BRIDGE_TOOL_NAMES, MAX_DESCRIBE, MAX_QUERIES, Surface, build_surface
+from proxy.names import BRIDGE_NAMES
+from proxy.surface import MAX_DESCRIBE, MAX_QUERIES, Surface, build_surface
 
 REAL_FLEET = Path("/work/shared/catalogs/real-fleet.json")
 DEFAULTS = ToolSearchSettings()
@@ -83,7 +84,7 @@ def test_pass_through_offers_every_tool_in_scope_with_full_schemas(
     assert surface.tier == "pass-through"
     assert surface.form == "none"
     assert list(surface.tools) == sorted(everything, key=lambda t: t.name)
-    assert not set(BRIDGE_TOOL_NAMES) & set(by_name(surface))
+    assert not set(BRIDGE_NAMES) & set(by_name(surface))
 
 
 def test_bridge_tier_is_core_tools_then_the_bridge_tools() -> None:
@@ -93,7 +94,7 @@ def test_bridge_tier_is_core_tools_then_the_bridge_tools() -> None:
         "alpha__a",
         "time__get_current_time",
         "zeta__z",
-        *BRIDGE_TOOL_NAMES,
+        *BRIDGE_NAMES,
     ]
     assert surface.tools[1] is CORE[0]
     assert surface.deferred_count == 3
