@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from proxy.config import UpstreamConfig
 from proxy.errors import UpstreamError
-from proxy.fleet import State
+from proxy.fleet import ServerStatus, State
 
 pytestmark = pytest.mark.anyio
 
@@ -30,6 +30,12 @@ def text(result: types.CallToolResult) -> str:
     block = result.content[0]
     assert isinstance(block, types.TextContent)
     return block.text
+
+
+def everything_shown(caplog: pytest.LogCaptureFixture, status: ServerStatus, *extra: str) -> str:
+    """All a user or operator could see: the status, the errors, and toolbridge's own log lines."""
+    ours = [r.getMessage() for r in caplog.records if r.name.startswith("proxy")]
+    return " ".join([status.reason, status.last_error or "", *extra, *ours])
 
 
 def plain_app(status: int, body: str = "nope") -> Starlette:
@@ -130,8 +136,7 @@ async def test_auth_failure_parks_at_once_without_leaking_secrets(
             assert "authentication failed (HTTP 401)" in status.reason
             with pytest.raises(UpstreamError) as caught:
                 await fleet.call_tool("locked", "echo", {})
-    ours = [r.getMessage() for r in caplog.records if r.name.startswith("proxy")]
-    shown = " ".join([status.reason, status.last_error or "", str(caught.value), *ours])
+    shown = everything_shown(caplog, status, str(caught.value))
     assert not [s for s in SECRETS if s in shown]
 
 
@@ -156,6 +161,5 @@ async def test_unreachable_upstream_backs_off_without_leaking_secrets(
             await fleet.wait_state("gone", State.BACKOFF)
         status = fleet.status()[0]
         assert "cannot reach the server" in status.reason
-    ours = [r.getMessage() for r in caplog.records if r.name.startswith("proxy")]
-    shown = " ".join([status.reason, status.last_error or "", *ours])
+    shown = everything_shown(caplog, status)
     assert not [s for s in SECRETS if s in shown]

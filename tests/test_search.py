@@ -17,18 +17,18 @@ def doc(server: str, tool: str, description: str = "", params: tuple[str, ...] =
     return SearchDoc(f"{server}__{tool}", server, tool, description, params)
 
 
+GITHUB = [
+    doc("github", "create_issue", "Create a new issue in a repository", ("owner", "repo", "title")),
+    doc("github", "create_pull_request", "Open a pull request", ("owner", "repo", "head")),
+    doc("github", "list_pull_requests", "List pull requests of a repository"),
+    doc("github", "search_users", "Search for users"),
+]
+
+
 @pytest.fixture
 def index() -> SearchIndex:
     idx = SearchIndex()
-    idx.set_server(
-        "github",
-        [
-            doc("github", "create_issue", "Create a new issue in a repository", ("owner", "repo", "title")),
-            doc("github", "create_pull_request", "Open a pull request", ("owner", "repo", "head")),
-            doc("github", "list_pull_requests", "List pull requests of a repository"),
-            doc("github", "search_users", "Search for users"),
-        ],
-    )
+    idx.set_server("github", GITHUB)
     idx.set_server(
         "fs",
         [
@@ -107,15 +107,7 @@ def test_update_matches_fresh_build(index: SearchIndex) -> None:
     index.set_server("fs", [doc("fs", "stat", "File metadata")])
     fresh = SearchIndex()
     fresh.set_server("fs", [doc("fs", "stat", "File metadata")])
-    fresh.set_server(
-        "github",
-        [
-            doc("github", "create_issue", "Create a new issue in a repository", ("owner", "repo", "title")),
-            doc("github", "create_pull_request", "Open a pull request", ("owner", "repo", "head")),
-            doc("github", "list_pull_requests", "List pull requests of a repository"),
-            doc("github", "search_users", "Search for users"),
-        ],
-    )
+    fresh.set_server("github", GITHUB)
     for query in ("file", "pull request repository", "issue"):
         assert index.search(query, limit=10) == fresh.search(query, limit=10)
 
