@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -59,6 +60,22 @@ async def test_all_pages_are_listed_and_filters_apply(tmp_path: Path, mode: str)
         assert len(registry.server_tools("all")) == 9 + 12  # more than four pages of five
         assert sorted(e.raw_name for e in registry.server_tools("some").values()) == [
             "echo", "filler_010", "filler_011"]
+
+
+async def test_stdio_child_gets_safe_env_plus_its_own_cwd_and_logs_stderr(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLBRIDGE_TEST_PARENT_SECRET", "do-not-inherit")
+    (tmp_path / "work").mkdir()
+    config = stdio_config("a", env={"GREETING": "hello"}, cwd="work")
+    async with running_fleet([config], tmp_path) as (fleet, _):
+        with anyio.fail_after(10):
+            await fleet.ready.wait()
+        seen = json.loads(text(await fleet.call_tool("a", "environment", {})))
+    assert seen["cwd"] == str(tmp_path / "work")  # a relative cwd is resolved against the config dir
+    assert seen["env"]["GREETING"] == "hello" and "PATH" in seen["env"]
+    assert "TOOLBRIDGE_TEST_PARENT_SECRET" not in seen["env"]
+    assert "controllable" in (tmp_path / "logs" / "a.log").read_text()
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -9,6 +9,7 @@ return structured content that breaks its own output schema.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -56,6 +57,7 @@ class State:
                 _tool("sleep", "Sleep, reporting progress every step.", seconds="number", steps="integer"),
                 _tool("cancelled_count", "How many sleep handlers were cancelled."),
                 _tool("pid", "The server's process id."),
+                _tool("environment", "The server's working directory and environment, as JSON."),
                 types.Tool(name="bad_structured", description="Breaks its own output schema.",
                            input_schema=_OBJECT,
                            output_schema={"type": "object", "properties": {"n": {"type": "integer"}},
@@ -105,6 +107,8 @@ def build_server(state: State | None = None) -> Server:
             return _text(str(state.cancelled))
         elif name == "pid":
             return _text(str(os.getpid()))
+        elif name == "environment":
+            return _text(json.dumps({"cwd": os.getcwd(), "env": dict(os.environ)}))
         elif name == "bad_structured":
             return types.CallToolResult(content=[], structured_content={"n": "not a number"})
         else:
@@ -171,6 +175,7 @@ def main() -> None:
         import subprocess
 
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    print(f"controllable {os.getpid()} starting", file=sys.stderr, flush=True)
     if options.hang:
         time.sleep(3600)
         return
