@@ -23,7 +23,7 @@ import yaml
 from mcp import Client, StdioServerParameters, stdio_client
 
 from bench.search_eval import build_catalog
-from proxy import bridge
+from proxy.downstream import bridge
 
 REPO = Path(__file__).resolve().parent.parent
 CATALOG_SERVER = str(REPO / "tests" / "servers" / "catalog_server.py")
@@ -67,7 +67,7 @@ def _in_process_ms(catalog: Path, copies: int, runs: int) -> list[float]:
     tools = [{**t, "name": f"{name}{copy}_{t['name']}"}
              for copy in range(copies) for name, entry in sorted(servers.items()) for t in entry["tools"]]
     built = build_catalog({"big": tools})
-    view = built.view("default")
+    view = built.for_profile("default")
     for query in QUERIES:  # warm: the first query after an index change computes the length norms
         bridge.search(built, view, {"queries": [query]})
     samples = []

@@ -27,12 +27,12 @@ from pathlib import Path
 import anyio
 from mcp import Client, StdioServerParameters, stdio_client, types
 
-from proxy import bridge
-from proxy.catalog import Catalog
+from proxy.app import embed_pending
 from proxy.config import ToolSearchSettings, ToolsetsConfig
-from proxy.gateway import embed_pending
+from proxy.downstream import bridge
 from proxy.registry import Registry
 from proxy.search import SearchDoc, doc_from_tool, tokenize
+from proxy.views import Views
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CACHE_DIR = REPO_ROOT / ".cache" / "embeddings"
@@ -58,7 +58,7 @@ def qualified(server: str, tool: str) -> str:
 
 
 def load_catalog(path: Path) -> dict[str, list[SearchDoc]]:
-    """Catalog file -> {server: [SearchDoc]} with toolbridge qualified names."""
+    """Views file -> {server: [SearchDoc]} with toolbridge qualified names."""
     servers = json.loads(path.read_text())["servers"]
     return {
         server: [
@@ -70,7 +70,7 @@ def load_catalog(path: Path) -> dict[str, list[SearchDoc]]:
 
 
 def load_servers(path: Path) -> dict[str, list[dict]]:
-    """Catalog file -> {server: [tools/list entries as the server sent them]}."""
+    """Views file -> {server: [tools/list entries as the server sent them]}."""
     return {server: body["tools"] for server, body in json.loads(path.read_text())["servers"].items()}
 
 
@@ -79,7 +79,7 @@ def label(server: str) -> str:
     return _UNSAFE.sub("_", server)
 
 
-def build_catalog(servers: dict[str, list[dict]], semantic_cache: Path | None = None) -> Catalog:
+def build_catalog(servers: dict[str, list[dict]], semantic_cache: Path | None = None) -> Views:
     """Register every server's tools and index them through the catalog's listener, as the server does.
 
     With `semantic_cache`, semantic search is on and every embedding is in place before this returns.
@@ -89,7 +89,7 @@ def build_catalog(servers: dict[str, list[dict]], semantic_cache: Path | None = 
     """
     registry = Registry()
     settings = ToolSearchSettings(semantic="on" if semantic_cache else "off")
-    catalog = Catalog(registry, ToolsetsConfig(tool_search=settings), lambda server: True, cache_dir=semantic_cache)
+    catalog = Views(registry, ToolsetsConfig(tool_search=settings), lambda server: True, cache_dir=semantic_cache)
     for server, tools in servers.items():
         registry.set_server_tools(label(server), [types.Tool.model_validate(t) for t in tools])
     if semantic_cache:
@@ -99,9 +99,9 @@ def build_catalog(servers: dict[str, list[dict]], semantic_cache: Path | None = 
     return catalog
 
 
-def tool_search(catalog: Catalog) -> Callable[[str], list[str]]:
+def tool_search(catalog: Views) -> Callable[[str], list[str]]:
     """One query through `tool_search` (the bridge's search) in the default profile, top 10."""
-    view = catalog.view("default")
+    view = catalog.for_profile("default")
 
     def run(query: str) -> list[str]:
         return bridge.search(catalog, view, {"queries": [query], "limit": 10})["results"][0]["matches"]
@@ -109,7 +109,7 @@ def tool_search(catalog: Catalog) -> Callable[[str], list[str]]:
     return run
 
 
-def missing_gold(catalog: Catalog, queries: list[dict]) -> set[str]:
+def missing_gold(catalog: Views, queries: list[dict]) -> set[str]:
     """Gold ids with no registered tool of that qualified name (should be empty)."""
     return {g for q in queries for g in q["gold"] if catalog.registry.get(g) is None}
 

@@ -7,26 +7,24 @@ protocol to stdout. Logs always go to stderr, redacted.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
-import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
 import yaml
-from mcp.server.stdio import stdio_server
 
-from proxy import __version__, bridge
-from proxy.config import Config, load_config
+from proxy import __version__
+from proxy.app import Gateway, HttpOptions, run_gateway, serve
+from proxy.config import Config, convert_client_config, load_config
+from proxy.downstream import bridge
 from proxy.errors import redact
-from proxy.gateway import Gateway, run_gateway
-from proxy.importer import convert_client_config
 from proxy.listing import estimate_tokens
-from proxy.server import ToolbridgeServer
 
 logger = logging.getLogger("proxy")
 
@@ -57,66 +55,20 @@ def _load(args: argparse.Namespace) -> Config:
     return config
 
 
-class _Stopper:
-    """What a SIGTERM/SIGINT does: cancel everything, until a front end asks for a graceful stop."""
-
-    def __init__(self, scope: anyio.CancelScope) -> None:
-        self.action: Callable[[], None] = scope.cancel
-
-    async def wait_for_signal(self) -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async for signum in signals:
-                logger.info("received %s; shutting down", signal.Signals(signum).name)
-                self.action()
-                return
-
-
 # --- serve ----------------------------------------------------------------------------------
 
 
-async def _serve(args: argparse.Namespace, config: Config) -> None:
-    async with anyio.create_task_group() as tg:
-        stopper = _Stopper(tg.cancel_scope)
-        tg.start_soon(stopper.wait_for_signal)
-        async with run_gateway(config, context_tokens=args.context_tokens) as gateway:
-            toolbridge = ToolbridgeServer(
-                gateway.catalog,
-                gateway.fleet,
-                fleet_ready=gateway.fleet.ready,
-                startup_wait=config.toolsets.startup_wait,
-                profile=args.profile,
-            )
-            await tg.start(toolbridge.watch_changes)
-            if args.transport == "stdio":
-                async with stdio_server() as (read, write):
-                    await toolbridge.server.run(read, write, toolbridge.server.create_initialization_options())
-            else:
-                await _serve_http(args, gateway, toolbridge, stopper)
-        tg.cancel_scope.cancel()
-
-
-async def _serve_http(args: argparse.Namespace, gateway: Gateway, toolbridge: ToolbridgeServer,
-                      stopper: _Stopper) -> None:
-    from proxy.http import GatewayApp, default_allowed_hosts, serve_app
-
-    def health() -> dict[str, Any]:
-        return {"status": "ok", "servers": {s.name: s.state.name.lower() for s in gateway.fleet.status()}}
-
-    hosts = default_allowed_hosts(args.host, args.allowed_host)
-    origins = [f"http://{h}" for h in hosts] + [f"https://{h}" for h in hosts] + list(args.allowed_origin)
-    app = GatewayApp(
-        toolbridge,
-        allowed_hosts=hosts,
-        allowed_origins=origins,
-        auth_token=args.auth_token or os.environ.get("TOOLBRIDGE_AUTH_TOKEN") or None,
-        health=health,
-    )
-    logger.info("serving Streamable HTTP on http://%s:%s/mcp", args.host, args.port)
-
-    def graceful(stop: Callable[[], None]) -> None:
-        stopper.action = stop
-
-    await serve_app(app, args.host, args.port, on_start=graceful)
+def _serve(args: argparse.Namespace, config: Config) -> None:
+    http = None
+    if args.transport == "http":
+        http = HttpOptions(
+            host=args.host,
+            port=args.port,
+            auth_token=args.auth_token or os.environ.get("TOOLBRIDGE_AUTH_TOKEN") or None,
+            allowed_hosts=tuple(args.allowed_host),
+            allowed_origins=tuple(args.allowed_origin),
+        )
+    anyio.run(functools.partial(serve, config, context_tokens=args.context_tokens, profile=args.profile, http=http))
 
 
 # --- one-shot commands ----------------------------------------------------------------------
@@ -129,7 +81,7 @@ async def _with_fleet(args: argparse.Namespace, config: Config, work: Any) -> An
 
 
 def _catalog_report(gateway: Gateway, profile: str) -> dict[str, Any]:
-    view = gateway.catalog.view(profile)
+    view = gateway.views.for_profile(profile)
     tools = [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in view.surface.tools]
     raw = [gateway.registry.tools[n].tool.model_dump(by_alias=True, exclude_none=True, mode="json")
            for n in sorted(view.scope)]
@@ -167,7 +119,7 @@ def _print_catalog(report: dict[str, Any], as_json: bool) -> None:
 
 def _status_rows(gateway: Gateway) -> list[dict[str, Any]]:
     return [
-        {"server": s.name, "state": s.state.name.lower(), "tools": s.tools, "reason": s.reason or ""}
+        {"server": s.name, "state": s.state.value, "tools": s.tools, "reason": s.reason or ""}
         for s in gateway.fleet.status()
     ]
 
@@ -248,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "check":
         return _check(config)
     if args.command == "serve":
-        anyio.run(_serve, args, config)
+        _serve(args, config)
         return 0
     profile = args.profile or "default"
     if args.command == "catalog":
@@ -256,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.command == "search":
         query = {"queries": args.queries, "limit": args.limit}
         def run_search(g: Gateway) -> dict[str, Any]:
-            return bridge.search(g.catalog, g.catalog.view(profile), query)
+            return bridge.search(g.views, g.views.for_profile(profile), query)
 
         result = anyio.run(_with_fleet, args, config, run_search)
         print(json.dumps(result, indent=2, ensure_ascii=False))

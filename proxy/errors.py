@@ -1,22 +1,51 @@
-"""Errors toolbridge raises, as one small tree.
+"""Errors toolbridge raises, as one tree, and the one place foreign errors are translated into it.
 
     ToolbridgeError
-    ├── ConfigError(path, line, reason)
-    ├── UpstreamError(server, reason)
-    │   ├── UpstreamUnavailable
-    │   └── UpstreamTimeout
-    └── ToolCallError
-        ├── UnknownTool
-        ├── OutOfScope
-        └── InvalidArguments
+    ├── ConfigError(path, reason, line)      one config file is unusable; the others still load
+    ├── UpstreamError(server, reason)        an upstream answered with an error
+    │   ├── UpstreamUnavailable              not connected, or the connection died
+    │   │   ├── UpstreamRefused              retrying soon will not help (command, credentials, not MCP)
+    │   │   └── SessionLost                  the upstream restarted and forgot us; the request never ran
+    │   └── UpstreamTimeout                  no answer within the configured time
+    └── ToolCallError                        a call refused before it reached any upstream
+        ├── BridgeError                      a malformed bridge call (wrong types, too many names)
+        ├── UnknownTool(name, suggestions)
+        ├── OutOfScope(name)
+        └── InvalidArguments(message, path, constraint, input_schema)
 
-`str()` of any of them is safe to show a user: messages are redacted where they are built.
+`str()` of any of them is safe to show a user: string arguments are redacted on the way in.
+
+`translate()` maps what the SDK, httpx2 and the OS raise to the most specific `UpstreamError`,
+keyed on exception types, JSON-RPC error codes and the HTTP responses seen, never on message text.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
+
+import httpx2
+from mcp import MCPError, types
+from pydantic import ValidationError
+
+__all__ = [
+    "BridgeError",
+    "ConfigError",
+    "HttpResponse",
+    "InvalidArguments",
+    "OutOfScope",
+    "SessionLost",
+    "ToolCallError",
+    "ToolbridgeError",
+    "UnknownTool",
+    "UpstreamError",
+    "UpstreamRefused",
+    "UpstreamTimeout",
+    "UpstreamUnavailable",
+    "redact",
+    "translate",
+]
 
 
 class ToolbridgeError(Exception):
@@ -54,12 +83,24 @@ class UpstreamUnavailable(UpstreamError):
     """The upstream is not connected (starting, restarting, parked, or died mid-call)."""
 
 
+class UpstreamRefused(UpstreamUnavailable):
+    """A failure retrying will not fix soon: missing command, rejected credentials, not MCP."""
+
+
+class SessionLost(UpstreamUnavailable):
+    """The upstream no longer knows our session (it restarted); the request never ran."""
+
+
 class UpstreamTimeout(UpstreamError):
     """The upstream did not answer within its configured timeout."""
 
 
 class ToolCallError(ToolbridgeError):
-    """A `tool_call` that was refused before it reached any upstream."""
+    """A tool call that was refused before it reached any upstream."""
+
+
+class BridgeError(ToolCallError):
+    """A bridge call was malformed (wrong argument types, too many names)."""
 
 
 class UnknownTool(ToolCallError):
@@ -85,6 +126,111 @@ class InvalidArguments(ToolCallError):
         self.input_schema = input_schema
         super().__init__(message)
 
+
+# --- translation ---------------------------------------------------------------------------------
+
+HttpResponse = tuple[int, str]
+"""(status, content type) of one HTTP response an upstream connection received."""
+
+AUTH_STATUSES = (401, 403)
+REJECT_STATUSES = (400, 404, 405, 406, 415)
+_MCP_CONTENT_TYPES = ("application/json", "text/event-stream")
+
+# What each JSON-RPC error code means when an upstream answers with it (connection-level codes
+# first); codes not listed are the upstream's own protocol errors.
+_CODES: dict[int, tuple[type[UpstreamError], str]] = {
+    types.CONNECTION_CLOSED: (UpstreamUnavailable, "connection closed"),
+    types.REQUEST_TIMEOUT: (UpstreamTimeout, "request timed out"),
+    types.UNSUPPORTED_PROTOCOL_VERSION: (UpstreamRefused, "no protocol version in common"),
+    types.MISSING_REQUIRED_CLIENT_CAPABILITY: (UpstreamError, "needs a client capability toolbridge lacks"),
+    types.HEADER_MISMATCH: (UpstreamError, "request headers did not match the tool's listing"),
+    types.URL_ELICITATION_REQUIRED: (UpstreamError, "the user must open a URL first"),
+    types.PARSE_ERROR: (UpstreamError, "could not parse our request"),
+    types.INVALID_REQUEST: (UpstreamError, "invalid request"),
+    types.METHOD_NOT_FOUND: (UpstreamError, "method not supported"),
+    types.INVALID_PARAMS: (UpstreamError, "invalid parameters"),
+    types.INTERNAL_ERROR: (UpstreamError, "internal error"),
+}
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _primary(exc: BaseException) -> BaseException:
+    """The most telling leaf of a (possibly grouped) failure: transport errors beat the rest."""
+    leaves = _leaves(exc)
+    for kind in (UpstreamError, httpx2.HTTPError, OSError, MCPError):
+        for leaf in leaves:
+            if isinstance(leaf, kind):
+                return leaf
+    return leaves[0]
+
+
+def rejected_by_http(responses: Sequence[HttpResponse]) -> str | None:
+    """Why an endpoint is not a Streamable HTTP MCP endpoint, judged by its responses, or None."""
+    for status, content_type in responses:
+        if status in AUTH_STATUSES:
+            return f"authentication failed (HTTP {status}); check its credentials"
+        if status in REJECT_STATUSES:
+            return f"not an MCP endpoint (HTTP {status})"
+        if 200 <= status < 300 and status != 202 and not content_type.startswith(_MCP_CONTENT_TYPES):
+            return f"not an MCP endpoint (answered {content_type or 'no content type'})"
+    return None
+
+
+def translate(
+    server: str,
+    exc: BaseException,
+    *,
+    responses: Sequence[HttpResponse] = (),
+    connecting: bool = False,
+    during: str | None = None,
+) -> UpstreamError:
+    """Map a failure talking to `server` to the most specific `UpstreamError`.
+
+    `responses` are the HTTP responses seen (an HTTP upstream); `connecting` says the failure came
+    before the handshake finished, when those responses explain it; `during` names the request
+    ("tool 'x'") for the message.
+    """
+    leaf = _primary(exc)
+    if isinstance(leaf, UpstreamError):
+        return leaf
+    if connecting and (why := rejected_by_http(responses)) is not None:
+        return UpstreamRefused(server, why)
+    what = f"{during}: " if during else ""
+    if isinstance(leaf, MCPError):
+        return _translate_code(server, leaf, responses, what)
+    if isinstance(leaf, httpx2.SSEError):
+        return UpstreamRefused(server, "not an MCP endpoint (no SSE event stream)")
+    if isinstance(leaf, httpx2.HTTPStatusError):
+        status = leaf.response.status_code
+        if 400 <= status < 500 and status not in (408, 429):
+            return UpstreamRefused(server, f"not an MCP endpoint (HTTP {status})")
+        return UpstreamUnavailable(server, f"{what}HTTP {status}")
+    if isinstance(leaf, httpx2.TimeoutException):
+        return UpstreamTimeout(server, f"{what}HTTP request timed out")
+    if isinstance(leaf, httpx2.HTTPError):
+        return UpstreamUnavailable(server, f"{what}cannot reach the server ({type(leaf).__name__}: {leaf})")
+    if isinstance(leaf, OSError):
+        return UpstreamUnavailable(server, f"{what}{type(leaf).__name__}: {leaf.strerror or leaf}")
+    if isinstance(leaf, ValidationError):
+        return UpstreamError(server, f"{what}the answer does not follow the protocol ({leaf.error_count()} errors)")
+    return UpstreamError(server, f"{what}{type(leaf).__name__}: {leaf}")
+
+
+def _translate_code(server: str, exc: MCPError, responses: Sequence[HttpResponse], what: str) -> UpstreamError:
+    if exc.code == types.INVALID_REQUEST and responses and responses[-1][0] == 404:
+        return SessionLost(server, f"{what}the server restarted and lost the session")
+    if exc.code == types.CONNECTION_CLOSED and what:
+        return UpstreamUnavailable(server, f"connection lost during {what[:-2]}; the outcome of the call is uncertain")
+    kind, meaning = _CODES.get(exc.code, (UpstreamError, "error"))
+    return kind(server, f"{what}{meaning} (code {exc.code}: {exc.message})")
+
+
+# --- redaction -----------------------------------------------------------------------------------
 
 _REDACTED = "[REDACTED]"
 _SECRET_PATTERNS = [

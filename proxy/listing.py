@@ -8,17 +8,17 @@ and the order in which servers connected or tools were listed never shows throug
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from proxy.config import ToolSearchSettings
+from proxy.text import first_sentence
 
 __all__ = [
     "ELLIPSIS",
     "HEADING",
-    "Catalog",
+    "DeferredByServer",
     "Form",
     "Listing",
     "estimate_tokens",
@@ -33,12 +33,8 @@ SHORT_DESCRIPTION_CHARS = 60
 UNKNOWN_CONTEXT_PCT_LEG = 10000
 """The percentage leg of the budget when the client's context size is unknown (§6.3)."""
 
-# A sentence ends at `.`, `!` or `?` followed by whitespace or the end, except right after an
-# abbreviation. Dotted names (`api.github.com`, `v1.2`) never match: their `.` is followed by text.
-_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\betc)[.!?](?=\s|$)", re.IGNORECASE)
-
 Form = Literal["full", "names", "mixed", "groups", "none"]
-Catalog = Mapping[str, Sequence[tuple[str, str]]]
+DeferredByServer = Mapping[str, Sequence[tuple[str, str]]]
 """Server label -> [(qualified tool name, description)]."""
 
 
@@ -85,10 +81,7 @@ def short_description(text: str) -> str:
     One line per tool must stay cheap, and the first sentence of a tool description is almost
     always the one that says what it does.
     """
-    text = " ".join(text.split())
-    end = _SENTENCE_END.search(text)
-    if end is not None:
-        text = text[: end.end()]
+    text = first_sentence(text)
     if len(text) <= SHORT_DESCRIPTION_CHARS:
         return text
     cut = text[:SHORT_DESCRIPTION_CHARS]
@@ -126,7 +119,7 @@ def _join(blocks: Sequence[str]) -> str:
     return "\n".join([HEADING, *blocks])
 
 
-def render_listing(catalog: Catalog, budget: int) -> Listing:
+def render_listing(catalog: DeferredByServer, budget: int) -> Listing:
     """Render the richest listing form that fits `budget` tokens (§6.4 degradation order).
 
     Servers with no tools are left out: a block announcing zero tools would only cost tokens.

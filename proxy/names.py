@@ -9,8 +9,14 @@ from collections.abc import Iterable
 MAX_LENGTH = 64
 SEPARATOR = "__"
 BRIDGE_NAMES = ("tool_search", "tool_describe", "tool_call")  # reserved: no upstream tool may take them
+TOOLSET_PREFIX = "mcp-"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _HASH_LENGTH = 10
+
+
+def server_toolset(server: str) -> str:
+    """The dynamic toolset holding a server's tools; the bare server name is an alias of it."""
+    return TOOLSET_PREFIX + server
 
 
 def sanitize(text: str) -> str:

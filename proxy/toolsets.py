@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from proxy.config import ProfileConfig, ToolsetConfig
+from proxy.names import server_toolset
 
 EVERYTHING = frozenset({"all", "*"})
 _GLOB_CHARS = frozenset("*?[")
@@ -29,7 +30,7 @@ def match_names(patterns: Iterable[str], names: Collection[str]) -> frozenset[st
 
 
 @dataclass(frozen=True)
-class ToolsetCatalog:
+class Toolsets:
     """The named toolsets from config plus the dynamic ones from the registry."""
 
     named: Mapping[str, ToolsetConfig]
@@ -42,7 +43,7 @@ class ToolsetCatalog:
     def _canonical(self, name: str) -> str:
         if name in self.named or name in self.dynamic:
             return name
-        alias = f"mcp-{name}"
+        alias = server_toolset(name)
         return alias if alias in self.dynamic else name
 
     def resolve(self, names: Iterable[str]) -> frozenset[str]:
@@ -73,9 +74,9 @@ class ToolsetCatalog:
         return frozenset(tools)
 
 
-def session_scope(profile: ProfileConfig, catalog: ToolsetCatalog) -> frozenset[str]:
+def session_scope(profile: ProfileConfig, toolsets: Toolsets) -> frozenset[str]:
     """Enabled toolsets minus disabled toolsets; subtraction always wins."""
-    return catalog.resolve(profile.toolsets) - catalog.resolve(profile.disabled)
+    return toolsets.resolve(profile.toolsets) - toolsets.resolve(profile.disabled)
 
 
 def split_core(scope: frozenset[str], core_patterns: Iterable[str]) -> tuple[frozenset[str], frozenset[str]]:

@@ -1,5 +1,5 @@
 """An in-process gateway for fast tests: real SDK upstream servers over memory, the real registry,
-catalog and downstream server. Only the fleet's supervision is left out (tested on its own)."""
+views and downstream server. Only the fleet's supervision is left out (tested on its own)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ import anyio
 from mcp import Client, types
 from mcp.server.lowlevel import Server
 
-from proxy.catalog import Catalog
 from proxy.config import ToolsetsConfig
+from proxy.downstream import ChangeNotifier, Handlers, build_server
 from proxy.registry import Registry
-from proxy.server import ProgressCallback, ToolbridgeServer
+from proxy.upstream import ProgressCallback
+from proxy.views import Views
 
 
 def tool(name: str, description: str = "", properties: dict[str, Any] | None = None,
@@ -60,8 +61,9 @@ class ClientCaller:
 @dataclass
 class Harness:
     registry: Registry
-    catalog: Catalog
-    toolbridge: ToolbridgeServer
+    views: Views
+    notifier: ChangeNotifier
+    server: Server[Any]
     upstreams: dict[str, Upstream]
 
     async def refresh(self, name: str) -> None:
@@ -83,12 +85,13 @@ async def gateway(
         for upstream in upstreams:
             clients[upstream.name] = await stack.enter_async_context(Client(upstream.server(), mode="legacy"))
             registry.set_server_tools(upstream.name, (await clients[upstream.name].list_tools()).tools)
-        catalog = Catalog(registry, toolsets or ToolsetsConfig(), available)
+        views = Views(registry, toolsets or ToolsetsConfig(), available)
         ready = anyio.Event()
         ready.set()
-        toolbridge = ToolbridgeServer(catalog, ClientCaller(clients), fleet_ready=ready, startup_wait=0,
-                                      profile=profile)
+        notifier = ChangeNotifier(views)
+        handlers = Handlers(views, ClientCaller(clients), notifier, fleet_ready=ready, startup_wait=0,
+                            profile=profile)
         async with anyio.create_task_group() as tg:
-            await tg.start(toolbridge.watch_changes)
-            yield Harness(registry, catalog, toolbridge, {u.name: u for u in upstreams})
+            await tg.start(notifier.run)
+            yield Harness(registry, views, notifier, build_server(handlers), {u.name: u for u in upstreams})
             tg.cancel_scope.cancel()

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from proxy.arguments import check_arguments, coerce_arguments
+from proxy.downstream import check_arguments, coerce_arguments
 from proxy.errors import InvalidArguments
 
 SCHEMA: dict[str, Any] = {

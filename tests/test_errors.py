@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import httpx2
 import pytest
+from mcp import MCPError, types
+from pydantic import ValidationError
 
+from proxy import errors
 from proxy.errors import (
+    BridgeError,
     ConfigError,
     InvalidArguments,
     OutOfScope,
+    SessionLost,
     ToolbridgeError,
     ToolCallError,
     UnknownTool,
     UpstreamError,
+    UpstreamRefused,
     UpstreamTimeout,
     UpstreamUnavailable,
     redact,
+    translate,
 )
 
 SECRET = "s3cr3t-VALUE_123"
@@ -118,11 +126,20 @@ def test_error_text_never_includes_credentials(error: ToolbridgeError) -> None:
 def test_hierarchy() -> None:
     assert issubclass(ConfigError, ToolbridgeError)
     assert issubclass(UpstreamUnavailable, UpstreamError)
+    assert issubclass(UpstreamRefused, UpstreamUnavailable)
+    assert issubclass(SessionLost, UpstreamUnavailable)
     assert issubclass(UpstreamTimeout, UpstreamError)
     assert issubclass(UpstreamError, ToolbridgeError)
-    for cls in (UnknownTool, OutOfScope, InvalidArguments):
+    for cls in (BridgeError, UnknownTool, OutOfScope, InvalidArguments):
         assert issubclass(cls, ToolCallError)
     assert issubclass(ToolCallError, ToolbridgeError)
+
+
+def test_the_tree_in_the_docstring_names_every_error_class() -> None:
+    classes = {name for name in errors.__all__ if isinstance(getattr(errors, name), type)
+               and issubclass(getattr(errors, name), ToolbridgeError)}
+    drawn = {line.split("──")[1].split("(")[0].split()[0] for line in errors.__doc__.splitlines() if "──" in line}
+    assert drawn | {"ToolbridgeError"} == classes
 
 
 def test_config_error_carries_path_line_and_reason() -> None:
@@ -161,3 +178,82 @@ def test_out_of_scope_and_invalid_arguments() -> None:
 def test_non_string_args_are_kept() -> None:
     error = ToolbridgeError("x", 42)
     assert error.args == ("x", 42)
+
+
+# --- translate(): foreign failures become the most specific UpstreamError -----------------------
+
+def _status_error(status: int) -> httpx2.HTTPStatusError:
+    request = httpx2.Request("GET", "http://h/sse?token=SECRET-TOKEN")
+    return httpx2.HTTPStatusError("bad", request=request, response=httpx2.Response(status, request=request))
+
+
+@pytest.mark.parametrize(("exc", "responses", "kind", "reason"), [
+    (MCPError(types.INTERNAL_ERROR, "Server returned an error response"), [(401, "text/plain")], UpstreamRefused,
+     "authentication failed (HTTP 401)"),
+    (MCPError(types.METHOD_NOT_FOUND, "Not Found"), [(404, ""), (404, "")], UpstreamRefused,
+     "not an MCP endpoint (HTTP 404)"),
+    (MCPError(types.INVALID_REQUEST, "anything"), [(200, "text/html; charset=utf-8")], UpstreamRefused,
+     "not an MCP endpoint (answered text/html"),
+    (_status_error(403), [], UpstreamRefused, "not an MCP endpoint (HTTP 403)"),
+    (_status_error(503), [], UpstreamUnavailable, "HTTP 503"),
+    (ExceptionGroup("g", [httpx2.ConnectError("refused")]), [], UpstreamUnavailable, "cannot reach the server"),
+    (MCPError(types.CONNECTION_CLOSED, "Connection closed"), [], UpstreamUnavailable, "connection closed"),
+    (MCPError(types.REQUEST_TIMEOUT, "timed out"), [], UpstreamTimeout, "request timed out"),
+    (FileNotFoundError(2, "No such file or directory"), [], UpstreamUnavailable, "No such file"),
+])
+def test_connect_failures_become_upstream_errors(exc: Exception, responses: list[tuple[int, str]], kind: type,
+                                                 reason: str) -> None:
+    error = translate("srv", exc, responses=responses, connecting=True)
+    assert type(error) is kind
+    assert reason in str(error) and str(error).startswith("upstream 'srv': ")
+
+
+MCP_CODES = sorted(value for name, value in vars(types).items() if name.isupper()
+                   and isinstance(value, int) and not isinstance(value, bool) and -32800 < value < -31999)
+
+
+@pytest.mark.parametrize("code", MCP_CODES)
+def test_every_mcp_error_code_maps_to_a_documented_error_naming_it(code: int) -> None:
+    error = translate("srv", MCPError(code, "what the upstream said"))
+    assert code in errors._CODES, f"add error code {code} to errors._CODES"
+    assert isinstance(error, UpstreamError) and type(error).__name__ in errors.__doc__
+    assert f"code {code}" in str(error)
+
+
+def test_a_session_the_upstream_forgot_is_known_by_its_404_not_by_message_text() -> None:
+    responses = [(200, "application/json"), (404, "")]
+    forgotten = translate("srv", MCPError(types.INVALID_REQUEST, "xyz"), responses=responses)
+    assert type(forgotten) is SessionLost
+    assert type(translate("srv", MCPError(types.INVALID_REQUEST, "Session not found"))) is UpstreamError
+
+
+def test_a_lost_connection_during_a_call_says_the_outcome_is_uncertain() -> None:
+    error = translate("srv", MCPError(types.CONNECTION_CLOSED, "Connection closed"), during="tool 'x'")
+    assert type(error) is UpstreamUnavailable and "during tool 'x'; the outcome of the call is uncertain" in str(error)
+
+
+HTTPX_ERRORS = [cls for cls in vars(httpx2).values() if isinstance(cls, type) and issubclass(cls, httpx2.HTTPError)
+                and cls not in (httpx2.HTTPStatusError, httpx2.HTTPError, httpx2.RequestError, httpx2.TransportError)]
+
+
+@pytest.mark.parametrize("cls", HTTPX_ERRORS, ids=lambda c: c.__name__)
+def test_every_transport_failure_maps_to_an_upstream_error(cls: type[Exception]) -> None:
+    try:
+        exc = cls("boom")
+    except TypeError:
+        pytest.skip(f"{cls.__name__} needs more arguments")
+    error = translate("srv", ExceptionGroup("g", [exc]))
+    assert isinstance(error, UpstreamUnavailable | UpstreamTimeout | UpstreamRefused), error
+
+
+def test_other_failures_keep_their_type_in_the_reason() -> None:
+    try:
+        types.Tool.model_validate({"name": 1})
+    except ValidationError as exc:
+        assert "does not follow the protocol" in str(translate("srv", exc))
+    assert str(translate("srv", RuntimeError("odd"))) == "upstream 'srv': RuntimeError: odd"
+
+
+def test_translated_errors_never_carry_credentials() -> None:
+    exc = httpx2.ConnectError("failed for http://u:SECRET-PW@h/mcp?token=SECRET-TOKEN Bearer SECRET-BEARER")
+    assert "SECRET" not in str(translate("srv", exc))

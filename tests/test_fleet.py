@@ -15,8 +15,8 @@ from servers.controllable import State as ControllableState
 from servers.harness import alive, descendants, running_fleet, stdio_config, tiny_config, wait_for
 
 from proxy.config import UpstreamConfig
-from proxy.errors import UpstreamTimeout, UpstreamUnavailable
-from proxy.fleet import State
+from proxy.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from proxy.upstream import UpstreamState
 
 pytestmark = pytest.mark.anyio
 
@@ -38,7 +38,7 @@ async def test_published_servers_register_and_answer(tmp_path: Path) -> None:
     async with running_fleet(upstreams, tmp_path) as (fleet, registry):
         with anyio.fail_after(20):
             await fleet.ready.wait()
-        assert all(s.state is State.READY for s in fleet.status()), fleet.status()
+        assert all(s.state is UpstreamState.READY for s in fleet.status()), fleet.status()
         # server-everything registers this one only after `initialized`, announced by list_changed.
         with anyio.fail_after(5):
             await wait_for(lambda: "everything__simulate-research-query" in registry.tools, registry)
@@ -126,7 +126,7 @@ async def test_twenty_upstreams_start_concurrently(tmp_path: Path) -> None:
         assert len(registry.servers) == 18
         assert not fleet.ready.is_set()  # the slow one has neither registered nor failed yet
         with anyio.fail_after(5):
-            await fleet.wait_state("silent", State.BACKOFF)
+            await fleet.wait_state("silent", UpstreamState.BACKOFF)
         assert "connect_timeout" in fleet.status()[-2].reason  # sorted: ..., silent, slow
 
 
@@ -160,12 +160,13 @@ async def test_progress_timeout_and_cancellation_reach_upstream(tmp_path: Path, 
         assert fleet.is_ready("a")
 
 
-async def test_results_pass_through_without_output_schema_validation(tmp_path: Path) -> None:
+async def test_a_result_that_breaks_its_own_output_schema_is_a_clear_error(tmp_path: Path) -> None:
     async with running_fleet([stdio_config("a")], tmp_path) as (fleet, _):
         with anyio.fail_after(10):
             await fleet.ready.wait()
-        result = await fleet.call_tool("a", "bad_structured", {})
-        assert result.structured_content == {"n": "not a number"}
+        with pytest.raises(UpstreamError, match=r"upstream 'a': tool 'bad_structured': .*structured content"):
+            await fleet.call_tool("a", "bad_structured", {})
+        result = await fleet.call_tool("a", "echo", {"text": "hi"})
         assert result.meta is None  # the modern serverInfo stamp is stripped
 
 
@@ -182,23 +183,23 @@ async def test_bad_upstreams_park_and_never_disturb_the_others(tmp_path: Path) -
     started = time.monotonic()
     async with running_fleet(upstreams, tmp_path, park_after=2, reprobe=0.5) as (fleet, registry):
         with anyio.fail_after(1):
-            await fleet.wait_state("missing", State.PARKED)
+            await fleet.wait_state("missing", UpstreamState.PARKED)
         assert time.monotonic() - started < 1
         status = {s.name: s for s in fleet.status()}
         assert "command not found: 'no-such-command-anywhere'" in status["missing"].reason
         assert "working directory does not exist" in status["nodir"].reason
-        assert status["off"].state is State.DISABLED and not (tmp_path / "logs" / "off.log").exists()
+        assert status["off"].state is UpstreamState.DISABLED and not (tmp_path / "logs" / "off.log").exists()
         with anyio.fail_after(5):
-            await fleet.wait_state("flaky", State.BACKOFF)
+            await fleet.wait_state("flaky", UpstreamState.BACKOFF)
         assert "exited during startup" in fleet.status()[0].reason
         with anyio.fail_after(20):
-            await fleet.wait_state("flaky", State.PARKED)
-            await fleet.wait_state("good", State.READY)
+            await fleet.wait_state("flaky", UpstreamState.PARKED)
+            await fleet.wait_state("good", UpstreamState.READY)
             assert text(await fleet.call_tool("good", "echo", {"text": "hi"})) == "hi"
             with pytest.raises(UpstreamUnavailable, match="temporarily unavailable"):
                 await fleet.call_tool("flaky", "echo", {"text": "hi"})
             gate.unlink()  # the server can start now: the next re-probe brings it back
-            await fleet.wait_state("flaky", State.READY)
+            await fleet.wait_state("flaky", UpstreamState.READY)
         assert "flaky__echo" in registry.tools
         assert fleet.is_ready("good")
 

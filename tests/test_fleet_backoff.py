@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.backoff import next_delay
+from proxy.upstream import next_delay
 
 
 @pytest.mark.parametrize(("attempt", "expected"), [(0, 1), (1, 2), (2, 4), (5, 32), (6, 60), (7, 60), (500, 60)])

@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from proxy.config import UpstreamConfig
 from proxy.errors import UpstreamError
-from proxy.fleet import ServerStatus, State
+from proxy.upstream import ServerStatus, UpstreamState
 
 pytestmark = pytest.mark.anyio
 
@@ -61,7 +61,7 @@ async def test_remote_upstream_registers_calls_and_follows_changes(
             with anyio.fail_after(10):
                 await fleet.ready.wait()
             status = fleet.status()[0]
-            assert (status.state, status.transport) == (State.READY, expected), status
+            assert (status.state, status.transport) == (UpstreamState.READY, expected), status
             assert text(await fleet.call_tool("web", "echo", {"text": "hi"})) == "hi"
             before = registry.generation
             await fleet.call_tool("web", "add_tool", {"name": "fresh"})
@@ -84,16 +84,18 @@ async def test_restarted_http_upstream_is_reconnected_transparently(tmp_path: Pa
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(first_server)
-        await up.wait()
+        with anyio.fail_after(10):
+            await up.wait()
         async with running_fleet([config], tmp_path, mode=mode) as (fleet, registry):
             with anyio.fail_after(10):
                 await fleet.ready.wait()
             assert text(await fleet.call_tool("web", "echo", {"text": "first"})) == "first"
             stop.set()
-            await down.wait()
+            with anyio.fail_after(10):
+                await down.wait()
             async with serve_app(http_app(), port):  # a new server: new state, no old sessions
                 with anyio.fail_after(10):
-                    await fleet.wait_state("web", State.READY)
+                    await fleet.wait_state("web", UpstreamState.READY)
                     result = await fleet.call_tool("web", "echo", {"text": "second"})
                 assert text(result) == "second"
                 assert "web__echo" in registry.tools
@@ -112,13 +114,14 @@ async def test_dead_http_peer_is_noticed_by_the_keepalive(tmp_path: Path, mode: 
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(server)
-        await up.wait()
+        with anyio.fail_after(10):
+            await up.wait()
         async with running_fleet([config], tmp_path, mode=mode, keepalive=0.2) as (fleet, registry):
             with anyio.fail_after(10):
                 await fleet.ready.wait()
             stop.set()  # no call follows: only the keepalive can notice
             with anyio.fail_after(3):
-                await fleet.wait_state("web", State.BACKOFF)
+                await fleet.wait_state("web", UpstreamState.BACKOFF)
             assert "web__echo" in registry.tools  # still listed within the flake window
 
 
@@ -131,7 +134,7 @@ async def test_auth_failure_parks_at_once_without_leaking_secrets(
                                 headers={"Authorization": "Bearer SECRET-HEADER-TOKEN"})
         async with running_fleet([config], tmp_path) as (fleet, _):
             with anyio.fail_after(5):
-                await fleet.wait_state("locked", State.PARKED)
+                await fleet.wait_state("locked", UpstreamState.PARKED)
             status = fleet.status()[0]
             assert "authentication failed (HTTP 401)" in status.reason
             with pytest.raises(UpstreamError) as caught:
@@ -146,7 +149,7 @@ async def test_non_mcp_endpoint_parks_at_once(tmp_path: Path, status: int) -> No
         config = UpstreamConfig(name="site", url=f"{base}/mcp")
         async with running_fleet([config], tmp_path) as (fleet, _):
             with anyio.fail_after(5):
-                await fleet.wait_state("site", State.PARKED)
+                await fleet.wait_state("site", UpstreamState.PARKED)
             assert "not an MCP endpoint" in fleet.status()[0].reason
 
 
@@ -158,7 +161,7 @@ async def test_unreachable_upstream_backs_off_without_leaking_secrets(
                             headers={"Authorization": "Bearer SECRET-HEADER-TOKEN"})
     async with running_fleet([config], tmp_path) as (fleet, _):
         with anyio.fail_after(5):
-            await fleet.wait_state("gone", State.BACKOFF)
+            await fleet.wait_state("gone", UpstreamState.BACKOFF)
         status = fleet.status()[0]
         assert "cannot reach the server" in status.reason
     shown = everything_shown(caplog, status)

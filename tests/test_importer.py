@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.config import load_config
-from proxy.importer import convert_client_config
+from proxy.config import convert_client_config, load_config
 
 CLAUDE = {
     "mcpServers": {

@@ -12,7 +12,7 @@ from proxy.config import ToolSearchSettings
 from proxy.listing import (
     ELLIPSIS,
     HEADING,
-    Catalog,
+    DeferredByServer,
     Listing,
     estimate_tokens,
     listing_budget,
@@ -97,7 +97,7 @@ def test_ellipsis_is_one_character() -> None:
     assert len(short) == 61
 
 
-SMALL: Catalog = {
+SMALL: DeferredByServer = {
     "time": [
         ("time__get_current_time", "Get the current time in a timezone.  Uses IANA names."),
         ("time__convert_time", "Convert time between timezones"),
@@ -128,7 +128,7 @@ time__convert_time, time__get_current_time"""
 
 # Names blocks in characters: wide 117 (only 2 tools), alpha 111, bravo 111 (a tie), tiny 23 (shorter
 # than its 61-character summary line).
-COLLAPSE: Catalog = {
+COLLAPSE: DeferredByServer = {
     "tiny": [("tiny__x", "")],
     "bravo": [(f"bravo__tool_{i:02}", "") for i in range(6)],
     "wide": [
@@ -147,7 +147,7 @@ tiny tools (1):
 tiny__x
 wide (2 tools — names not listed; discover via `tool_search`)"""
 
-BIG: Catalog = {
+BIG: DeferredByServer = {
     "big": [(f"big__operation_number_{i:02}", "Does a thing.") for i in range(10)],
     "huge": [(f"huge__operation_number_{i:02}", "Does another thing.") for i in range(12)],
 }
@@ -168,7 +168,7 @@ huge (12 tools — names not listed; discover via `tool_search`)"""
     ],
 )
 def test_each_form_at_its_tightest_budget(
-    catalog: Catalog, expected: str, form: str, collapsed: tuple[str, ...]
+    catalog: DeferredByServer, expected: str, form: str, collapsed: tuple[str, ...]
 ) -> None:
     budget = estimate_tokens(expected)
     listing = render_listing(catalog, budget)
@@ -180,7 +180,7 @@ def test_each_form_at_its_tightest_budget(
     ("catalog", "budget"),
     [(BIG, estimate_tokens(BIG_GROUPS) - 1), (SMALL, 0), (SMALL, -5), ({}, 4000), ({"empty": []}, 4000)],
 )
-def test_no_listing_when_nothing_fits_or_nothing_is_deferred(catalog: Catalog, budget: int) -> None:
+def test_no_listing_when_nothing_fits_or_nothing_is_deferred(catalog: DeferredByServer, budget: int) -> None:
     assert render_listing(catalog, budget) == Listing(text=None, form="none", tokens=0)
 
 
@@ -214,7 +214,7 @@ def test_mixed_form_lists_names_without_descriptions() -> None:
     assert listing.text == COLLAPSE_MIXED
 
 
-def _shuffled(catalog: Catalog, rng: random.Random) -> dict[str, list[tuple[str, str]]]:
+def _shuffled(catalog: DeferredByServer, rng: random.Random) -> dict[str, list[tuple[str, str]]]:
     items = list(catalog.items())
     rng.shuffle(items)
     return {label: rng.sample(list(tools), len(tools)) for label, tools in items}
@@ -222,7 +222,7 @@ def _shuffled(catalog: Catalog, rng: random.Random) -> dict[str, list[tuple[str,
 
 @pytest.mark.parametrize("seed", range(10))
 @pytest.mark.parametrize("catalog", [SMALL, COLLAPSE, BIG])
-def test_shuffled_input_gives_identical_bytes(seed: int, catalog: Catalog) -> None:
+def test_shuffled_input_gives_identical_bytes(seed: int, catalog: DeferredByServer) -> None:
     rng = random.Random(seed)
     for budget in range(0, 400, 7):
         assert render_listing(_shuffled(catalog, rng), budget) == render_listing(catalog, budget)
@@ -234,7 +234,7 @@ _tools = st.lists(st.tuples(st.from_regex(r"[a-z_]{1,12}", fullmatch=True), st.t
 
 @settings(max_examples=200, derandomize=True, deadline=None)
 @given(catalog=st.dictionaries(_labels, _tools, max_size=6), budget=st.integers(-1, 500), seed=st.integers())
-def test_any_catalog_in_any_order_renders_the_same_and_fits(catalog: Catalog, budget: int, seed: int) -> None:
+def test_any_catalog_in_any_order_renders_the_same_and_fits(catalog: DeferredByServer, budget: int, seed: int) -> None:
     listing = render_listing(catalog, budget)
     assert render_listing(_shuffled(catalog, random.Random(seed)), budget) == listing
     if listing.text is None:

@@ -9,8 +9,8 @@ from collections.abc import Collection
 import pytest
 
 from bench.search_eval import catalogs_dir, load_catalog, load_queries
-from proxy import search
 from proxy.search import SearchDoc, SearchIndex, doc_from_tool, tokenize
+from proxy.search import _index as search
 
 
 def doc(server: str, tool: str, description: str = "", params: tuple[str, ...] = ()) -> SearchDoc:

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from proxy import semantic
-from proxy.gateway import embed_pending
-from proxy.search import SearchDoc
+from proxy.app import embed_pending
+from proxy.search import SearchDoc, semantic
 
 
 def test_fuse_rewards_agreement_and_keeps_both_lists() -> None:

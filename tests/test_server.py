@@ -64,7 +64,7 @@ async def names(client: Client) -> list[str]:
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_surface_is_core_tools_then_the_bridge(mode: str) -> None:
-    async with gateway(fleet(), CONFIG) as harness, Client(harness.toolbridge.server, mode=mode) as client:
+    async with gateway(fleet(), CONFIG) as harness, Client(harness.server, mode=mode) as client:
         assert client.server_capabilities.tools is not None and client.server_capabilities.tools.list_changed
         tools = (await client.list_tools()).tools
         assert [t.name for t in tools] == ["time__get_current_time", "tool_search", "tool_describe", "tool_call"]
@@ -75,7 +75,7 @@ async def test_surface_is_core_tools_then_the_bridge(mode: str) -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_search_describe_and_call(mode: str) -> None:
-    async with gateway(fleet(), CONFIG) as harness, Client(harness.toolbridge.server, mode=mode) as client:
+    async with gateway(fleet(), CONFIG) as harness, Client(harness.server, mode=mode) as client:
         found = json_of(await client.call_tool("tool_search", {"queries": "resize disk volume"}))
         assert found["results"][0]["matches"][0] == "disk__resize_volume"
         assert found["tools"]["disk__resize_volume"]["required"] == ["volume", "size_gb"]
@@ -95,7 +95,7 @@ async def test_search_describe_and_call(mode: str) -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_invalid_arguments_never_reach_the_upstream(mode: str) -> None:
-    async with gateway(fleet(), CONFIG) as harness, Client(harness.toolbridge.server, mode=mode) as client:
+    async with gateway(fleet(), CONFIG) as harness, Client(harness.server, mode=mode) as client:
         missing = await client.call_tool("tool_call", {"name": "disk__resize_volume", "arguments": {"volume": "v"}})
         assert missing.is_error
         error = json_of(missing)
@@ -111,7 +111,7 @@ async def test_invalid_arguments_never_reach_the_upstream(mode: str) -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_names_outside_the_call_path_get_clear_errors(mode: str) -> None:
-    async with gateway(fleet(), CONFIG) as harness, Client(harness.toolbridge.server, mode=mode) as client:
+    async with gateway(fleet(), CONFIG) as harness, Client(harness.server, mode=mode) as client:
         unknown = await client.call_tool("tool_call", {"name": "send_email", "arguments": {"to": "a"}})
         assert unknown.is_error and "mail__send_email" in text_of(unknown)
 
@@ -129,7 +129,7 @@ async def test_names_outside_the_call_path_get_clear_errors(mode: str) -> None:
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_session_never_reaches_outside_its_scope(mode: str) -> None:
     async with gateway(fleet(), CONFIG, profile="nomail") as harness, \
-            Client(harness.toolbridge.server, mode=mode) as client:
+            Client(harness.server, mode=mode) as client:
         assert "mail__send_email" not in (await client.list_tools()).tools[1].description
         found = json_of(await client.call_tool("tool_search", {"queries": ["send email message"]}))
         assert "mail__send_email" not in found["tools"]
@@ -144,7 +144,7 @@ async def test_a_session_never_reaches_outside_its_scope(mode: str) -> None:
 async def test_profile_is_chosen_by_client_name(mode: str) -> None:
     info = types.Implementation(name="ops-console", version="1")
     async with gateway(fleet(), CONFIG) as harness, \
-            Client(harness.toolbridge.server, mode=mode, client_info=info) as client:
+            Client(harness.server, mode=mode, client_info=info) as client:
         found = json_of(await client.call_tool("tool_search", {"queries": ["send email", "resize volume"]}))
         assert found["total_available"] == 3
         assert found["results"][0]["matches"] == []
@@ -154,14 +154,14 @@ async def test_profile_is_chosen_by_client_name(mode: str) -> None:
 
 async def test_pass_through_when_tool_search_is_off() -> None:
     config = CONFIG.model_copy(update={"tool_search": ToolSearchSettings(enabled="off")})
-    async with gateway(fleet(), config) as harness, Client(harness.toolbridge.server) as client:
+    async with gateway(fleet(), config) as harness, Client(harness.server) as client:
         assert len(await names(client)) == 5
         result = await client.call_tool("disk__list_volumes", {})
         assert not result.is_error and harness.upstreams["disk"].calls == [("list_volumes", {})]
 
 
 async def test_bridge_arguments_are_checked() -> None:
-    async with gateway(fleet(), CONFIG) as harness, Client(harness.toolbridge.server) as client:
+    async with gateway(fleet(), CONFIG) as harness, Client(harness.server) as client:
         too_many = await client.call_tool("tool_search", {"queries": [f"q{i}" for i in range(8)]})
         assert too_many.is_error and "at most 7" in text_of(too_many)
         too_many = await client.call_tool("tool_describe", {"names": [f"n{i}" for i in range(11)]})
@@ -173,12 +173,10 @@ class _Session:
 
     def __init__(self) -> None:
         self.received = 0
-        self.arrived = anyio.Event()
 
     async def on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             self.received += 1
-            self.arrived.set()
 
 
 async def _listen_until_cancelled(client: Client, listening: anyio.Event) -> None:
@@ -196,7 +194,7 @@ async def _notifications(mode: str, harness: Any, client_names: list[str], chang
         for name, session in zip(client_names, sessions, strict=True):
             info = types.Implementation(name=name, version="1")
             clients.append(await stack.enter_async_context(
-                Client(harness.toolbridge.server, mode=mode, message_handler=session.on_message, client_info=info)))
+                Client(harness.server, mode=mode, message_handler=session.on_message, client_info=info)))
             await clients[-1].list_tools()
         async with anyio.create_task_group() as tg:
             if mode != "legacy":
@@ -206,10 +204,10 @@ async def _notifications(mode: str, harness: Any, client_names: list[str], chang
                     with anyio.fail_after(5):
                         await listening.wait()
             change()
-            with anyio.move_on_after(0.5):
-                for session in sessions:
-                    await session.arrived.wait()
-            await anyio.sleep(0.2)  # a duplicate notification would arrive within this
+            with anyio.fail_after(5):
+                await harness.notifier.wait_announced(harness.registry.generation)
+                for client in clients:  # a round trip: what was sent before it has arrived
+                    await client.list_tools()
             tg.cancel_scope.cancel()
     return [session.received for session in sessions]
 
@@ -241,7 +239,7 @@ async def test_a_hostile_tool_list_still_gives_a_valid_surface() -> None:
         types.Tool(name="odd_schema", input_schema={"type": "object", "properties": {"a": {"type": 12}}}),
         tool("tool_search", "tries to shadow the bridge"),
     ])
-    async with gateway([hostile, *fleet()], CONFIG) as harness, Client(harness.toolbridge.server) as client:
+    async with gateway([hostile, *fleet()], CONFIG) as harness, Client(harness.server) as client:
         tools = (await client.list_tools()).tools
         assert [t.name for t in tools][-3:] == ["tool_search", "tool_describe", "tool_call"]
         listing = tools[-3].description or ""

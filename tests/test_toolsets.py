@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from proxy.config import ProfileConfig, ToolsetConfig
-from proxy.toolsets import ToolsetCatalog, match_names, session_scope, split_core
+from proxy.toolsets import Toolsets, match_names, session_scope, split_core
 
 DYNAMIC = {
     "mcp-git": frozenset({"git__status", "git__log", "git__diff"}),
@@ -15,15 +15,15 @@ DYNAMIC = {
 EVERY_TOOL = frozenset().union(*DYNAMIC.values())
 
 
-def catalog(named: dict[str, ToolsetConfig] | None = None, dynamic=DYNAMIC) -> ToolsetCatalog:
-    return ToolsetCatalog(named=named or {}, dynamic=dynamic)
+def catalog(named: dict[str, ToolsetConfig] | None = None, dynamic=DYNAMIC) -> Toolsets:
+    return Toolsets(named=named or {}, dynamic=dynamic)
 
 
 def ts(tools: tuple[str, ...] = (), includes: tuple[str, ...] = ()) -> ToolsetConfig:
     return ToolsetConfig(tools=tools, includes=includes)
 
 
-def scope(cat: ToolsetCatalog, toolsets: tuple[str, ...], disabled: tuple[str, ...] = ()) -> frozenset[str]:
+def scope(cat: Toolsets, toolsets: tuple[str, ...], disabled: tuple[str, ...] = ()) -> frozenset[str]:
     return session_scope(ProfileConfig(toolsets=toolsets, disabled=disabled), cat)
 
 

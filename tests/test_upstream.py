@@ -1,18 +1,14 @@
-"""Pure parts of `proxy.upstream`: command lookup, tool filters, result stamps, error translation."""
+"""Pure parts of `proxy.upstream`: command lookup, tool filters, result stamps."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-import httpx2
 import pytest
-from mcp import MCPError, types
+from mcp import types
 
-from proxy.errors import UpstreamTimeout, UpstreamUnavailable
-from proxy.spawn import resolve_command
-from proxy.upstream import filter_tools, strip_server_info
-from proxy.upstream_errors import UpstreamRefused, translate
+from proxy.upstream import filter_tools, resolve_command, strip_server_info
 
 
 def tool(name: str) -> types.Tool:
@@ -43,31 +39,3 @@ def test_server_info_stamp_is_stripped_and_the_rest_kept() -> None:
     assert strip_server_info(stamped).meta == {"k": 1}
     only = types.CallToolResult(content=[], _meta={types.SERVER_INFO_META_KEY: {"name": "up"}})
     assert strip_server_info(only).meta is None
-
-
-def _status_error(status: int) -> httpx2.HTTPStatusError:
-    request = httpx2.Request("GET", "http://h/sse?token=SECRET-TOKEN")
-    return httpx2.HTTPStatusError("bad", request=request, response=httpx2.Response(status, request=request))
-
-
-@pytest.mark.parametrize(("exc", "statuses", "kind", "reason"), [
-    (MCPError(types.INTERNAL_ERROR, "Server returned an error response"), [401], UpstreamRefused,
-     "authentication failed (HTTP 401)"),
-    (MCPError(types.METHOD_NOT_FOUND, "Not Found"), [404, 404], UpstreamRefused, "not an MCP endpoint (HTTP 404)"),
-    (_status_error(403), [], UpstreamRefused, "not an MCP endpoint (HTTP 403)"),
-    (_status_error(503), [], UpstreamUnavailable, "HTTP 503"),
-    (ExceptionGroup("g", [httpx2.ConnectError("refused")]), [], UpstreamUnavailable, "cannot reach the server"),
-    (MCPError(types.CONNECTION_CLOSED, "Connection closed"), [], UpstreamUnavailable, "connection closed"),
-    (MCPError(types.REQUEST_TIMEOUT, "timed out"), [], UpstreamTimeout, "request timed out"),
-    (FileNotFoundError(2, "No such file or directory"), [], UpstreamUnavailable, "No such file"),
-])
-def test_foreign_errors_become_upstream_errors(exc: Exception, statuses: list[int], kind: type,
-                                               reason: str) -> None:
-    error = translate("srv", exc, statuses)
-    assert type(error) is kind
-    assert reason in str(error) and str(error).startswith("upstream 'srv': ")
-
-
-def test_translated_errors_never_carry_credentials() -> None:
-    exc = httpx2.ConnectError("failed for http://u:SECRET-PW@h/mcp?token=SECRET-TOKEN Bearer SECRET-BEARER")
-    assert "SECRET" not in str(translate("srv", exc))

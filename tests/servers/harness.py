@@ -12,8 +12,8 @@ from typing import Any
 import anyio
 
 from proxy.config import UpstreamConfig
-from proxy.fleet import Fleet
 from proxy.registry import Registry
+from proxy.upstream import Fleet
 
 CONTROLLABLE = str(Path(__file__).with_name("controllable.py"))
 TINY = str(Path(__file__).with_name("tiny.py"))

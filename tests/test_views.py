@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from inprocess import tool
 
-from proxy.catalog import Catalog
 from proxy.config import ProfileConfig, ToolsetsConfig
 from proxy.registry import Registry
+from proxy.views import Views
 
 CONFIG = ToolsetsConfig(
     core=("a__*",),
@@ -18,16 +18,16 @@ CONFIG = ToolsetsConfig(
 )
 
 
-def catalog(down: frozenset[str] = frozenset()) -> tuple[Catalog, Registry]:
+def catalog(down: frozenset[str] = frozenset()) -> tuple[Views, Registry]:
     registry = Registry()
     registry.set_server_tools("a", [tool("one"), tool("two")])
     registry.set_server_tools("b", [tool("three")])
     registry.set_server_tools("c", [tool("four")])
-    return Catalog(registry, CONFIG, lambda server: server not in down), registry
+    return Views(registry, CONFIG, lambda server: server not in down), registry
 
 
 def test_views_split_core_and_deferred_and_honour_disabled_toolsets() -> None:
-    view = catalog()[0].view("cursor")
+    view = catalog()[0].for_profile("cursor")
     assert view.core == {"a__one", "a__two"}
     assert view.deferred == {"c__four"}
     assert view.context_tokens == 40000
@@ -35,23 +35,23 @@ def test_views_split_core_and_deferred_and_honour_disabled_toolsets() -> None:
 
 
 def test_unavailable_servers_leave_the_view_but_stay_callable() -> None:
-    view = catalog(down=frozenset({"c"}))[0].view("default")
+    view = catalog(down=frozenset({"c"}))[0].for_profile("default")
     assert view.deferred == {"b__three"}
     assert "c__four" in view.allowed
 
 
 def test_only_core_tools_in_scope_means_pass_through() -> None:
-    view = catalog()[0].view("zed")
+    view = catalog()[0].for_profile("zed")
     assert view.surface.tier == "pass-through"
     assert [t.name for t in view.surface.tools] == ["a__one", "a__two"]
 
 
 def test_views_are_cached_until_the_registry_changes() -> None:
     cat, registry = catalog()
-    first = cat.view("default")
-    assert cat.view("default") is first
+    first = cat.for_profile("default")
+    assert cat.for_profile("default") is first
     registry.set_server_tools("c", [tool("four"), tool("five")])
-    second = cat.view("default")
+    second = cat.for_profile("default")
     assert second is not first and "c__five" in second.deferred
     assert second.fingerprint != first.fingerprint
 
@@ -62,8 +62,8 @@ def test_equal_catalogs_give_equal_fingerprints_whatever_the_registration_order(
         forward.set_server_tools(name, [tool(f"{name}{i}") for i in range(3)])
     for name in ("z", "y", "x"):
         backward.set_server_tools(name, [tool(f"{name}{i}") for i in reversed(range(3))])
-    assert (Catalog(forward, CONFIG, lambda s: True).view("default").fingerprint
-            == Catalog(backward, CONFIG, lambda s: True).view("default").fingerprint)
+    assert (Views(forward, CONFIG, lambda s: True).for_profile("default").fingerprint
+            == Views(backward, CONFIG, lambda s: True).for_profile("default").fingerprint)
 
 
 def test_profiles_match_client_names_case_insensitively_in_name_order() -> None:

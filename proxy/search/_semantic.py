@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from proxy.search import SearchDoc
+    from proxy.search._index import SearchDoc
 
 logger = logging.getLogger(__name__)
 

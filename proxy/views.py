@@ -3,7 +3,7 @@
 Joins the registry, the configured toolsets and profiles, availability and the search indexes. A
 view is computed once per (generation, unavailable servers, profile, context size) and cached,
 so repeated `tools/list` calls and bridge calls cost a dictionary lookup. The optional semantic
-index is only told what changed here; its embeddings are computed by the gateway's background task.
+index is only told what changed here; its embeddings are computed by the app's background task.
 """
 
 from __future__ import annotations
@@ -18,12 +18,11 @@ from pathlib import Path
 
 from mcp import types
 
-from proxy import semantic
 from proxy.config import ProfileConfig, ToolsetsConfig
 from proxy.registry import Registry, ToolEntry
-from proxy.search import SearchIndex, doc_from_tool
+from proxy.search import SearchIndex, SemanticIndex, doc_from_tool, semantic
 from proxy.surface import Surface, build_surface
-from proxy.toolsets import ToolsetCatalog, session_scope, split_core
+from proxy.toolsets import Toolsets, session_scope, split_core
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +44,7 @@ class SessionView:
         return self.core | self.deferred
 
 
-def _semantic_index(setting: str, cache_dir: Path | None) -> semantic.SemanticIndex | None:
+def _semantic_index(setting: str, cache_dir: Path | None) -> SemanticIndex | None:
     """The semantic index when asked for and installed; asked for but missing is a warning, not an error."""
     if setting != "on":
         return None
@@ -53,7 +52,7 @@ def _semantic_index(setting: str, cache_dir: Path | None) -> semantic.SemanticIn
         logger.warning("tool_search.semantic is on but its extra is not installed; searching lexically. "
                        "Install it with: %s", semantic.INSTALL_HINT)
         return None
-    return semantic.SemanticIndex(cache_dir)
+    return SemanticIndex(cache_dir)
 
 
 def _fingerprint(tools: tuple[types.Tool, ...]) -> str:
@@ -61,8 +60,8 @@ def _fingerprint(tools: tuple[types.Tool, ...]) -> str:
     return hashlib.sha256(json.dumps(wire, sort_keys=True).encode()).hexdigest()
 
 
-class Catalog:
-    """Session views over the live registry."""
+class Views:
+    """Each profile's `SessionView` over the live registry, recomputed only when something changed."""
 
     def __init__(
         self,
@@ -111,7 +110,7 @@ class Catalog:
     def unavailable_servers(self) -> frozenset[str]:
         return frozenset(s for s in self.registry.servers if not self.is_available(s))
 
-    def view(self, profile: str) -> SessionView:
+    def for_profile(self, profile: str) -> SessionView:
         """The session view for a profile, computed once per catalog state."""
         unavailable = self.unavailable_servers()
         key = (self.registry.generation, unavailable, profile)
@@ -124,8 +123,8 @@ class Catalog:
 
     def _build_view(self, profile_name: str, unavailable: frozenset[str]) -> SessionView:
         profile = self._profile(profile_name)
-        catalog = ToolsetCatalog(self.toolsets.toolsets, self.registry.toolsets())
-        allowed = session_scope(profile, catalog)
+        toolsets = Toolsets(self.toolsets.toolsets, self.registry.toolsets())
+        allowed = session_scope(profile, toolsets)
         tools = self.registry.tools
         scope = frozenset(n for n in allowed if tools[n].server not in unavailable)
         core, deferred = split_core(scope, self.toolsets.core)

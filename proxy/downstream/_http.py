@@ -1,7 +1,8 @@
 """Streamable HTTP transport: `/mcp`, `/mcp/<profile>` and `/healthz`.
 
-Every request passes the Host/Origin check (DNS-rebinding protection) and, when a token is set,
-the bearer check, before it reaches the SDK's session manager.
+Every request passes the SDK's Host/Origin check (DNS-rebinding protection, configured here and
+applied first, so even `/healthz` answers only to allowed hosts) and, when a token is set, the
+bearer check, before it reaches the SDK's session manager.
 """
 
 from __future__ import annotations
@@ -12,41 +13,38 @@ from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from typing import Any
 
+import anyio
+import uvicorn
+from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.datastructures import Headers
+from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from proxy.server import PROFILE_SCOPE_KEY, ToolbridgeServer
+from proxy.downstream._server import PROFILE_SCOPE_KEY
 
 logger = logging.getLogger(__name__)
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 
-def default_allowed_hosts(bind_host: str, extra: Iterable[str] = ()) -> list[str]:
-    """Loopback names (any port), the bind address when it is a specific one, and `extra`."""
+def transport_security(
+    bind_host: str, extra_hosts: Iterable[str] = (), extra_origins: Iterable[str] = ()
+) -> TransportSecuritySettings:
+    """Loopback names (any port), the bind address when it is a specific one, and the extras.
+
+    Origins are the same hosts over http and https, plus `extra_origins`.
+    """
     hosts = [f"{h}:*" for h in LOOPBACK_HOSTS] + list(LOOPBACK_HOSTS)
     if bind_host not in ("0.0.0.0", "::", *LOOPBACK_HOSTS):
         hosts += [bind_host, f"{bind_host}:*"]
-    for host in extra:
+    for host in extra_hosts:
         hosts += [host] if ":" in host else [host, f"{host}:*"]
-    return hosts
-
-
-def _matches(value: str, allowed: Iterable[str]) -> bool:
-    return any(value == p or (p.endswith(":*") and value.startswith(p[:-1])) for p in allowed)
-
-
-def check_host_and_origin(headers: Headers, allowed_hosts: list[str], allowed_origins: list[str]) -> int | None:
-    """The HTTP status to refuse with (421 bad Host, 403 bad Origin), or None when acceptable."""
-    if not _matches(headers.get("host", ""), allowed_hosts):
-        return 421
-    origin = headers.get("origin")
-    if origin and not _matches(origin, allowed_origins):
-        return 403
-    return None
+    origins = [f"{scheme}://{h}" for scheme in ("http", "https") for h in hosts] + list(extra_origins)
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+                                     allowed_origins=origins)
 
 
 def check_bearer(headers: Headers, token: str | None) -> bool:
@@ -57,27 +55,23 @@ def check_bearer(headers: Headers, token: str | None) -> bool:
     return scheme.lower() == "bearer" and hmac.compare_digest(presented.strip().encode(), token.encode())
 
 
-class GatewayApp:
+class HttpApp:
     """The ASGI app: routing, the security checks, and the SDK session manager behind them."""
 
     def __init__(
         self,
-        toolbridge: ToolbridgeServer,
+        server: Server[Any],
         *,
-        allowed_hosts: list[str],
-        allowed_origins: list[str],
+        security: TransportSecuritySettings,
         auth_token: str | None,
+        has_profile: Callable[[str], bool],
         health: Callable[[], dict[str, Any]],
     ) -> None:
-        self.toolbridge = toolbridge
-        self.allowed_hosts = allowed_hosts
-        self.allowed_origins = allowed_origins
+        self.guard = TransportSecurityMiddleware(security)
         self.auth_token = auth_token
+        self.has_profile = has_profile
         self.health = health
-        self.sessions = StreamableHTTPSessionManager(
-            toolbridge.server,
-            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-        )
+        self.sessions = StreamableHTTPSessionManager(server, security_settings=security)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -85,16 +79,15 @@ class GatewayApp:
             return
         if scope["type"] != "http":
             return
-        headers = Headers(scope=scope)
-        refused = check_host_and_origin(headers, self.allowed_hosts, self.allowed_origins)
+        refused = await self.guard.validate_request(Request(scope))
         if refused is not None:
-            await Response("Host or Origin not allowed", status_code=refused)(scope, receive, send)
+            await refused(scope, receive, send)
             return
         path = scope["path"].rstrip("/") or "/"
         if path == "/healthz":
             await JSONResponse(self.health())(scope, receive, send)
             return
-        if not check_bearer(headers, self.auth_token):
+        if not check_bearer(Headers(scope=scope), self.auth_token):
             response = Response("Unauthorized", status_code=401, headers={"WWW-Authenticate": "Bearer"})
             await response(scope, receive, send)
             return
@@ -110,36 +103,37 @@ class GatewayApp:
         if path == "/mcp":
             return ""
         prefix, _, profile = path.partition("/mcp/")
-        if prefix or "/" in profile or not self.toolbridge.catalog.has_profile(profile):
+        if prefix or "/" in profile or not self.has_profile(profile):
             return None
         return profile
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
-        """Run the session manager (and the change watcher) for the app's lifetime."""
+        """Run the session manager for the app's lifetime."""
         message = await receive()
         assert message["type"] == "lifespan.startup"
         async with self.sessions.run():
             await send({"type": "lifespan.startup.complete"})
-            message = await receive()
+            await receive()
         await send({"type": "lifespan.shutdown.complete"})
 
 
+class _UvicornWithoutSignals(uvicorn.Server):
+    """Uvicorn, minus its signal handlers: the app owns SIGTERM/SIGINT (graceful drain)."""
 
-async def serve_app(
-    app: GatewayApp, host: str, port: int, *, on_start: Callable[[Callable[[], None]], None]
-) -> None:
-    """Serve with uvicorn until stopped; `on_start` receives the function that stops it gracefully."""
-    import uvicorn
+    def capture_signals(self) -> Any:
+        return nullcontext()
 
-    class Server(uvicorn.Server):
-        def capture_signals(self) -> Any:  # the caller owns signal handling
-            return nullcontext()
 
-    server = Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
-                                   timeout_graceful_shutdown=5))
+async def serve_http(app: HttpApp, host: str, port: int, *, stop: anyio.Event) -> None:
+    """Serve with uvicorn until `stop` is set, then drain gracefully (bounded)."""
+    server = _UvicornWithoutSignals(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                                   lifespan="on", timeout_graceful_shutdown=5))
 
-    def stop() -> None:
+    async def stop_when_asked() -> None:
+        await stop.wait()
         server.should_exit = True
 
-    on_start(stop)
-    await server.serve()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(stop_when_asked)
+        await server.serve()
+        tg.cancel_scope.cancel()

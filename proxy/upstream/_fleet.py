@@ -10,21 +10,19 @@ from __future__ import annotations
 import enum
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
-from anyio.abc import TaskGroup
 from mcp import types
 
-from proxy import upstream
-from proxy.backoff import next_delay
 from proxy.config import UpstreamConfig
-from proxy.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
-from proxy.registry import Availability, Registry
-from proxy.upstream_errors import SessionLost, UpstreamRefused
+from proxy.errors import SessionLost, UpstreamError, UpstreamRefused, UpstreamTimeout, UpstreamUnavailable
+from proxy.upstream._availability import Availability
+from proxy.upstream._backoff import next_delay
+from proxy.upstream._connection import Connection, ProgressCallback, TransportChoice, connect
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +32,17 @@ REPROBE_INTERVAL = 300.0
 STABLE_AFTER = 60.0  # a connection that lived this long wipes the failure count
 
 
-class State(enum.Enum):
+class ToolSink(Protocol):
+    """Where the fleet puts each server's tools (the registry); it bumps on availability changes."""
+
+    def set_server_tools(self, server: str, tools: Iterable[types.Tool]) -> Any: ...
+
+    def remove_server(self, server: str) -> Any: ...
+
+    def bump(self) -> None: ...
+
+
+class UpstreamState(enum.Enum):
     STARTING = "starting"
     READY = "ready"
     BACKOFF = "backoff"
@@ -47,24 +55,25 @@ class ServerStatus:
     """One row of `Fleet.status()`; every text in it is already redacted."""
 
     name: str
-    state: State
+    state: UpstreamState
     reason: str
     tools: int
     transport: str
+    protocol_version: str | None
     last_error: str | None
 
 
 @dataclass
 class _Upstream:
     config: UpstreamConfig
-    state: State = State.STARTING
+    state: UpstreamState = UpstreamState.STARTING
     reason: str = "starting"
     last_error: str | None = None
-    transport: upstream.TransportChoice = "auto"
-    connection: upstream.Connection | None = None
+    transport: TransportChoice = "auto"
+    connection: Connection | None = None
+    tool_count: int = 0
     failures: int = 0
     settled: bool = False
-    down_epoch: int = 0
     state_changed: anyio.Event = field(default_factory=anyio.Event)
 
     @property
@@ -78,7 +87,7 @@ class Fleet:
     def __init__(
         self,
         upstreams: Mapping[str, UpstreamConfig],
-        registry: Registry,
+        registry: ToolSink,
         *,
         config_dir: Path,
         log_dir: Path,
@@ -98,12 +107,11 @@ class Fleet:
         self._park_after = park_after
         self._reprobe = reprobe
         self._grace = grace
-        self._tg: TaskGroup | None = None
         self._servers: dict[str, _Upstream] = {}
         for name, config in upstreams.items():
             up = _Upstream(config, transport="stdio" if config.is_stdio else (config.transport or "auto"))
             if not config.enabled:
-                up.state, up.reason, up.settled = State.DISABLED, "disabled in config", True
+                up.state, up.reason, up.settled = UpstreamState.DISABLED, "disabled in config", True
             self._servers[name] = up
 
     # --- public API ------------------------------------------------------------------------------
@@ -112,33 +120,30 @@ class Fleet:
         """Supervise every enabled upstream until cancelled; reports started at once."""
         try:
             async with anyio.create_task_group() as tg:
-                self._tg = tg
                 for up in self._servers.values():
-                    if up.state is not State.DISABLED:
+                    if up.state is not UpstreamState.DISABLED:
                         tg.start_soon(self._supervise, up, name=f"supervise {up.name}")
+                        tg.start_soon(self._withdraw_after_grace, up, name=f"grace {up.name}")
                 self._check_ready()
                 task_status.started()
                 await anyio.sleep_forever()
         finally:
-            self._tg = None
             for up in self._servers.values():
                 self.registry.remove_server(up.name)
 
     def is_ready(self, server: str) -> bool:
         up = self._servers.get(server)
-        return up is not None and up.state is State.READY
-
-    def state(self, server: str) -> State:
-        return self._servers[server].state
+        return up is not None and up.state is UpstreamState.READY
 
     def status(self) -> list[ServerStatus]:
         return [
-            ServerStatus(up.name, up.state, up.reason, len(self.registry.server_tools(up.name)),
-                         up.connection.transport if up.connection else up.transport, up.last_error)
+            ServerStatus(up.name, up.state, up.reason, up.tool_count if up.state is UpstreamState.READY else 0,
+                         up.connection.transport if up.connection else up.transport,
+                         up.connection.protocol_version if up.connection else None, up.last_error)
             for up in sorted(self._servers.values(), key=lambda u: u.name)
         ]
 
-    async def wait_state(self, server: str, *states: State) -> None:
+    async def wait_state(self, server: str, *states: UpstreamState) -> None:
         """Wait until `server` is in one of `states` (bound it with `fail_after`)."""
         up = self._servers[server]
         while up.state not in states:
@@ -149,7 +154,7 @@ class Fleet:
         server: str,
         raw_name: str,
         arguments: dict[str, Any] | None,
-        progress_callback: upstream.ProgressCallback | None = None,
+        progress_callback: ProgressCallback | None = None,
     ) -> types.CallToolResult:
         """Call a tool on `server`'s live connection, from the caller's task.
 
@@ -164,18 +169,19 @@ class Fleet:
         up = self._servers.get(server)
         if up is None:
             raise UpstreamUnavailable(server, "no such upstream")
-        for attempt in range(2):
-            conn = up.connection
-            if up.state is not State.READY or conn is None:
-                raise UpstreamUnavailable(server, f"temporarily unavailable ({up.reason})")
-            try:
-                return await conn.call_tool(raw_name, arguments, timeout=up.config.timeout,
-                                            progress_callback=progress_callback)
-            except SessionLost:
-                if attempt:
-                    raise
-                await self._wait_replaced(up, conn)
-        raise AssertionError("unreachable")
+        conn = up.connection
+        if up.state is not UpstreamState.READY or conn is None:
+            raise UpstreamUnavailable(server, f"temporarily unavailable ({up.reason})")
+        try:
+            return await conn.call_tool(raw_name, arguments, timeout=up.config.timeout,
+                                        progress_callback=progress_callback)
+        except SessionLost:
+            await self._wait_replaced(up, conn)
+        conn = up.connection
+        if up.state is not UpstreamState.READY or conn is None:
+            raise UpstreamUnavailable(server, f"temporarily unavailable ({up.reason})")
+        return await conn.call_tool(raw_name, arguments, timeout=up.config.timeout,
+                                    progress_callback=progress_callback)
 
     # --- supervision -----------------------------------------------------------------------------
 
@@ -205,8 +211,8 @@ class Fleet:
         started = anyio.current_time()
         with anyio.CancelScope(deadline=started + config.connect_timeout) as scope:
             async with (
-                upstream.connect(config, config_dir=self._config_dir, log_dir=self._log_dir,
-                                 transport=up.transport, mode=self._mode) as conn,
+                connect(config, config_dir=self._config_dir, log_dir=self._log_dir,
+                        transport=up.transport, mode=self._mode) as conn,
                 anyio.create_task_group() as tg,
             ):
                 if conn.modern and conn.announces_changes:
@@ -215,7 +221,7 @@ class Fleet:
                 scope.deadline = math.inf
                 up.connection, up.transport = conn, conn.transport  # pins an SSE fallback
                 try:
-                    self._set_state(up, State.READY, f"connected ({conn.transport})")
+                    self._set_state(up, UpstreamState.READY, f"connected ({conn.transport})")
                     self._settle(up)
                     await self._serve(up, conn)
                 except anyio.get_cancelled_exc_class():
@@ -228,7 +234,7 @@ class Fleet:
         if scope.cancelled_caught:
             raise UpstreamTimeout(up.name, f"no answer within connect_timeout ({config.connect_timeout:g} s)")
 
-    async def _serve(self, up: _Upstream, conn: upstream.Connection) -> None:
+    async def _serve(self, up: _Upstream, conn: Connection) -> None:
         """Re-list on change, ping when idle; return or raise when the connection is gone."""
         signals = conn.signals
         while True:
@@ -240,10 +246,11 @@ class Fleet:
             else:
                 await conn.keepalive()
 
-    async def _refresh(self, up: _Upstream, conn: upstream.Connection) -> None:
+    async def _refresh(self, up: _Upstream, conn: Connection) -> None:
         """List every page and register the result: one `set_server_tools`, one generation bump."""
         conn.signals.changed = False  # a notification during the listing triggers one more refresh
         tools = await conn.list_tools()
+        up.tool_count = len(tools)
         change = self.registry.set_server_tools(up.name, tools)
         if change.changed:
             logger.info("server %s: %d tools (+%d ~%d -%d)", up.name, len(tools),
@@ -254,8 +261,8 @@ class Fleet:
         up.connection = None
         if uptime >= STABLE_AFTER:
             up.failures = 0
-        if up.state is State.READY:
-            self._set_state(up, State.BACKOFF, "connection closed")
+        if up.state is UpstreamState.READY:
+            self._set_state(up, UpstreamState.BACKOFF, "connection closed")
 
     async def _after_failure(self, up: _Upstream, error: UpstreamError) -> None:
         up.failures += 1
@@ -263,36 +270,41 @@ class Fleet:
         self._settle(up)
         if isinstance(error, UpstreamRefused) or up.failures >= self._park_after:
             logger.warning("%s; parked, re-probing every %g s", error, self._reprobe)
-            self._set_state(up, State.PARKED, error.reason)
+            self._set_state(up, UpstreamState.PARKED, error.reason)
             self.registry.remove_server(up.name)
             await anyio.sleep(self._reprobe)
             return
         delay = next_delay(up.failures - 1)
         logger.warning("%s; reconnecting in %.1f s", error, delay)
-        self._set_state(up, State.BACKOFF, f"{error.reason}; retrying in {delay:.1f} s")
+        self._set_state(up, UpstreamState.BACKOFF, f"{error.reason}; retrying in {delay:.1f} s")
         await anyio.sleep(delay)
 
     # --- state bookkeeping -----------------------------------------------------------------------
 
-    def _set_state(self, up: _Upstream, state: State, reason: str) -> None:
-        was_ready = up.state is State.READY
+    def _set_state(self, up: _Upstream, state: UpstreamState, reason: str) -> None:
+        was_ready = up.state is UpstreamState.READY
         up.state, up.reason = state, reason
         logger.info("server %s: %s (%s)", up.name, state.value, reason)
-        if was_ready != (state is State.READY):
+        if was_ready != (state is UpstreamState.READY):
             self.availability.forget(up.name)
             self.registry.bump()
-            if was_ready and self._tg is not None:
-                up.down_epoch += 1
-                self._tg.start_soon(self._after_grace, up, up.down_epoch)
         up.state_changed.set()
         up.state_changed = anyio.Event()
 
-    async def _after_grace(self, up: _Upstream, epoch: int) -> None:
-        """Still down after the flake window: make sessions re-evaluate, so its tools leave."""
-        await anyio.sleep(self._grace)
-        if up.down_epoch == epoch and up.state is not State.READY:
-            self.availability.forget(up.name)
-            self.registry.bump()
+    async def _wait_until(self, up: _Upstream, ready: bool) -> None:
+        while (up.state is UpstreamState.READY) != ready:
+            await up.state_changed.wait()
+
+    async def _withdraw_after_grace(self, up: _Upstream) -> None:
+        """A server still down after the flake window: make sessions re-evaluate, so its tools leave."""
+        while True:
+            await self._wait_until(up, ready=True)
+            await self._wait_until(up, ready=False)
+            with anyio.move_on_after(self._grace) as grace:
+                await self._wait_until(up, ready=True)
+            if grace.cancelled_caught:
+                self.availability.forget(up.name)
+                self.registry.bump()
 
     def _settle(self, up: _Upstream) -> None:
         if not up.settled:
@@ -303,8 +315,10 @@ class Fleet:
         if all(up.settled for up in self._servers.values()):
             self.ready.set()
 
-    async def _wait_replaced(self, up: _Upstream, old: upstream.Connection) -> None:
+    async def _wait_replaced(self, up: _Upstream, old: Connection) -> None:
         """Wait (within connect_timeout) for the supervisor to bring up a new connection."""
         with anyio.move_on_after(up.config.connect_timeout):
-            while up.state is not State.PARKED and (up.state is not State.READY or up.connection is old):
+            while up.state is not UpstreamState.PARKED and (
+                up.state is not UpstreamState.READY or up.connection is old
+            ):
                 await up.state_changed.wait()

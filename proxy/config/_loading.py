@@ -1,4 +1,4 @@
-"""Configuration: `upstreams/<name>.yaml` (one server per file) and `toolsets.yaml`.
+"""Loading a config dir: `toolsets.yaml` and `upstreams/<name>.yaml` (one server per file).
 
 Loading never stops on the first bad file. Every problem comes back as a `ConfigError` value
 naming the file, the line where known, and the reason; every good file still loads.
@@ -10,157 +10,18 @@ import logging
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import ValidationError
 
+from proxy.config._models import SERVER_NAME, Config, ToolSearchSettings, ToolsetsConfig, UpstreamConfig
+from proxy.config._yaml import line_of, read_yaml, validation_problem
 from proxy.errors import ConfigError
-from proxy.yaml_lines import line_of, read_yaml, validation_problem
 
 logger = logging.getLogger(__name__)
 
-SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # use with fullmatch: `$` accepts a trailing newline
 _VARIABLE = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class ToolFilter(_Frozen):
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-
-
-class UpstreamConfig(_Frozen):
-    """One upstream server: a stdio command or a remote URL."""
-
-    name: str
-    command: str | None = None
-    args: tuple[str, ...] = ()
-    env: dict[str, str] = Field(default_factory=dict)
-    cwd: str | None = None
-    url: str | None = None
-    transport: Literal["streamable-http", "sse"] | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
-    enabled: bool = True
-    timeout: float = Field(default=300, gt=0)
-    connect_timeout: float = Field(default=60, gt=0)
-    tools: ToolFilter = ToolFilter()
-
-    @field_validator("args", mode="before")
-    @classmethod
-    def _args_as_strings(cls, value: Any) -> Any:
-        if isinstance(value, list | tuple):
-            return tuple(str(v) for v in value)
-        return value
-
-    @field_validator("env", "headers", mode="before")
-    @classmethod
-    def _values_as_strings(cls, value: Any) -> Any:
-        if isinstance(value, Mapping):
-            return {str(k): "" if v is None else str(v) for k, v in value.items()}
-        return value
-
-    @field_validator("url")
-    @classmethod
-    def _url_excludes_command(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is not None and info.data.get("command") is not None:
-            raise ValueError("'command' (stdio) and 'url' (remote) are exclusive; give one")
-        return value
-
-    @field_validator("transport")
-    @classmethod
-    def _transport_needs_url(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is not None and info.data.get("command") is not None:
-            raise ValueError("'transport' applies to 'url' upstreams only")
-        return value
-
-    @model_validator(mode="after")
-    def _one_target(self) -> UpstreamConfig:
-        if self.command is None and self.url is None:
-            raise ValueError("one of 'command' (stdio) or 'url' (remote) is required")
-        return self
-
-    @property
-    def is_stdio(self) -> bool:
-        return self.command is not None
-
-
-class ToolsetConfig(_Frozen):
-    description: str = ""
-    tools: tuple[str, ...] = ()
-    includes: tuple[str, ...] = ()
-
-
-class ProfileConfig(_Frozen):
-    match: str | None = None
-    toolsets: tuple[str, ...] = ("all",)
-    disabled: tuple[str, ...] = ()
-    context_tokens: int | None = Field(default=None, gt=0)
-
-
-Switch = Literal["auto", "on", "off"]
-
-
-class ToolSearchSettings(_Frozen):
-    """The `tool_search` block, already clamped (see `parse_tool_search`)."""
-
-    enabled: Switch = "auto"
-    threshold_pct: int = 5
-    listing: Switch = "auto"
-    listing_max_tokens: int = 4000
-    search_default_limit: int = 5
-    max_search_limit: int = 25
-    # Hybrid ranking with local sentence embeddings; needs the optional `semantic` extra (proxy/semantic.py).
-    semantic: Literal["on", "off"] = "off"
-
-
-class ToolsetsConfig(_Frozen):
-    """`toolsets.yaml`."""
-
-    core: tuple[str, ...] = ()
-    toolsets: dict[str, ToolsetConfig] = Field(default_factory=dict)
-    profiles: dict[str, ProfileConfig] = Field(default_factory=lambda: {"default": ProfileConfig()})
-    startup_wait: float = Field(default=3.0, ge=0)
-    tool_search: ToolSearchSettings = ToolSearchSettings()
-
-    @field_validator("toolsets", "profiles", mode="before")
-    @classmethod
-    def _empty_entries_are_defaults(cls, value: Any) -> Any:
-        # `profiles: {default: }` is an empty entry, not an error.
-        if isinstance(value, Mapping):
-            return {k: {} if v is None else v for k, v in value.items()}
-        return value
-
-    @field_validator("profiles")
-    @classmethod
-    def _has_default_profile(cls, value: dict[str, ProfileConfig]) -> dict[str, ProfileConfig]:
-        if "default" not in value:
-            return {**value, "default": ProfileConfig()}
-        return value
-
-
-@dataclass
-class Config:
-    """Everything loaded from a config dir, plus what could not be loaded."""
-
-    directory: Path
-    upstreams: dict[str, UpstreamConfig] = field(default_factory=dict)
-    toolsets: ToolsetsConfig = field(default_factory=ToolsetsConfig)
-    problems: list[ConfigError] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
 
 # --- tool_search: lenient parsing -------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 Pure (stdlib and numpy) so the bridge, tests and benchmarks share one implementation. The index keeps
 per-server postings so a server's tool change touches only that server's entries; corpus-wide
 statistics (document frequency, average lengths) are maintained incrementally, and scoring runs over
-per-term arrays (proxy/postings.py).
+per-term arrays (`_postings`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-import re
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
@@ -20,8 +19,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from proxy import postings
-from proxy.stemming import STOP_WORDS, split_words, stem, tokenize
+from proxy.search import _postings as postings
+from proxy.search._stemming import STOP_WORDS, split_words, stem, tokenize
+from proxy.text import split_sentences
 
 # Generic software action/object synonyms and abbreviations, groups split by ";" or a line end ("_" joins a
 # two-word phrase). A query word adds the other members of its groups at SYNONYM_WEIGHT, so "erase" still
@@ -104,11 +104,9 @@ FIELD_B = (0.3, 0.0, 0.5, 0.75, 0.5)
 K1 = 2.0
 BOILERPLATE_MIN_TOOLS = 10
 BOILERPLATE_SHARE = 0.3
-COMPOUNDS = True
 ACRONYM_MIN_TOOLS = 2
 PREFIX_MIN = 4
 SYNONYM_WEIGHT = 0.3
-WHOLE_WORDS = True
 NAME_COVERAGE = 0.5
 COVERAGE_WORDS = 6
 
@@ -224,7 +222,7 @@ class SearchIndex:
         weights: dict[str, float] = defaultdict(float)
         for first, second in itertools.pairwise(words):
             joined = stem(first + second)
-            if COMPOUNDS and joined in self._postings:
+            if joined in self._postings:
                 weights[joined] += 1.0
         kept = [w for w in words if w not in STOP_WORDS] or words
         for word in kept:
@@ -235,9 +233,8 @@ class SearchIndex:
             extensions = [t for t in self._postings if t.startswith(term)]
             for ext in extensions:
                 weights[ext] += 1.0 / len(extensions)
-        if SYNONYM_WEIGHT:
-            for term, weight in self._expansions([stem(w) for w in words], set(map(stem, kept))).items():
-                weights.setdefault(term, weight)
+        for term, weight in self._expansions([stem(w) for w in words], set(map(stem, kept))).items():
+            weights.setdefault(term, weight)
         return weights
 
     def _expansions(self, stems: list[str], kept: set[str]) -> dict[str, float]:
@@ -305,19 +302,12 @@ class SearchIndex:
         return {names[i]: s for i, s in postings.top_boosted(scores, limit, 1 + weight, boost).items()}
 
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-
-
-def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE.split(text) if s.strip()]
-
-
 def _boilerplate(docs: list[SearchDoc]) -> frozenset[str]:
     """Parameters and sentences most of a server's tools share (tenant, retry-*, usage notes) say nothing
     about any one tool."""
     if len(docs) < BOILERPLATE_MIN_TOOLS:
         return frozenset()
-    counts = Counter(p for d in docs for p in {*d.params, *_sentences(d.description)})
+    counts = Counter(p for d in docs for p in {*d.params, *split_sentences(d.description)})
     return frozenset(p for p, n in counts.items() if n > BOILERPLATE_SHARE * len(docs))
 
 
@@ -337,13 +327,13 @@ def _field_counts(
     doc: SearchDoc, boilerplate: frozenset[str], acronyms: dict[tuple[str, str], str]
 ) -> tuple[dict[str, tuple[int, ...]], tuple[int, ...]]:
     """Per-term per-field counts and per-field lengths of one document."""
-    sentences = [s for s in _sentences(doc.description) if s not in boilerplate]
+    sentences = [s for s in split_sentences(doc.description) if s not in boilerplate]
     extra = [acronyms[p] for p in _name_pairs(doc.raw_name) if p in acronyms]
     fields = (
         tokenize(doc.raw_name) + extra,
         tokenize(doc.server),
-        tokenize(" ".join(sentences[:1]), drop_stop_words=True, whole=WHOLE_WORDS),
-        tokenize(" ".join(sentences[1:]), drop_stop_words=True, whole=WHOLE_WORDS),
+        tokenize(" ".join(sentences[:1]), drop_stop_words=True, whole=True),
+        tokenize(" ".join(sentences[1:]), drop_stop_words=True, whole=True),
         [t for p in doc.params if p not in boilerplate for t in tokenize(p)],
     )
     counts: dict[str, list[int]] = defaultdict(lambda: [0] * len(fields))

@@ -1,13 +1,14 @@
 """One upstream connection: stdio, Streamable HTTP or SSE, entered by the task that supervises it.
 
-Only this module (with `upstream_errors`, which does the mapping) sees SDK, httpx2 and OS
-errors: each becomes an `UpstreamError` subclass raised `from` the original.
+Everything the SDK, httpx2 or the OS raise here leaves as an `UpstreamError` (see
+`errors.translate`), raised `from` the original.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -22,13 +23,18 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import ValidationError
 
 from proxy import __version__
 from proxy.config import UpstreamConfig
-from proxy.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
-from proxy.spawn import stdio_transport
-from proxy.upstream_errors import SessionLost, is_session_gone, rejects_streamable, translate
+from proxy.errors import (
+    HttpResponse,
+    UpstreamRefused,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+    rejected_by_http,
+    translate,
+)
+from proxy.upstream._stdio import stdio_transport
 
 logger = logging.getLogger(__name__)
 
@@ -40,9 +46,6 @@ MAX_PAGES = 1000
 KEEPALIVE_TIMEOUT = 10.0
 LISTEN_RETRY_DELAY = 1.0
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
-
-
-# --- pure helpers ------------------------------------------------------------------------------
 
 
 def filter_tools(tools: Iterable[types.Tool], include: Sequence[str], exclude: Sequence[str]) -> list[types.Tool]:
@@ -63,9 +66,6 @@ def strip_server_info(result: types.CallToolResult) -> types.CallToolResult:
         return result
     meta = {k: v for k, v in result.meta.items() if k != types.SERVER_INFO_META_KEY}
     return result.model_copy(update={"meta": meta or None})
-
-
-# --- change and end-of-stream signals ----------------------------------------------------------
 
 
 @dataclass
@@ -100,72 +100,6 @@ class Signals:
         await anyio.lowlevel.checkpoint()
 
 
-class _WatchedRead:
-    """Read side of a transport that reports its end of stream (the child died, the peer left)."""
-
-    def __init__(self, inner: Any, on_eof: Callable[[], None]) -> None:
-        self._inner = inner
-        self._on_eof = on_eof
-
-    @property
-    def last_context(self) -> Any:
-        return getattr(self._inner, "last_context", None)
-
-    async def receive(self) -> Any:
-        try:
-            return await self._inner.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            self._on_eof()
-            raise
-
-    def __aiter__(self) -> _WatchedRead:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _WatchedRead:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-
-@asynccontextmanager
-async def _watched(transport: Any, signals: Signals) -> AsyncIterator[Any]:
-    async with transport as (read, write):
-        yield _WatchedRead(read, signals.mark_lost), write
-
-
-# --- HTTP: our own httpx2 client, recording statuses to explain failures ------------------------
-
-
-def _http_client(config: UpstreamConfig, statuses: list[int], **overrides: Any) -> httpx2.AsyncClient:
-    async def record(response: httpx2.Response) -> None:
-        statuses.append(response.status_code)
-
-    options: dict[str, Any] = {"headers": dict(config.headers), "timeout": _HTTP_TIMEOUT}
-    options.update({k: v for k, v in overrides.items() if v is not None})
-    return httpx2.AsyncClient(**options, event_hooks={"response": [record]})
-
-
-def _sse(config: UpstreamConfig, statuses: list[int]) -> Any:
-    def factory(headers: Any = None, timeout: Any = None, auth: Any = None) -> httpx2.AsyncClient:
-        return _http_client(config, statuses, headers=headers, timeout=timeout, auth=auth)
-
-    assert config.url is not None
-    return sse_client(config.url, headers=dict(config.headers), httpx_client_factory=factory)
-
-
-# --- the connection ----------------------------------------------------------------------------
-
-
 @dataclass
 class Connection:
     """A live, handshaken upstream. Calls may come from any task; only the owner closes it."""
@@ -174,10 +108,16 @@ class Connection:
     client: Client
     transport: str
     signals: Signals
+    responses: list[HttpResponse]
+    calls_in_flight: int = 0
 
     @property
     def server(self) -> str:
         return self.config.name
+
+    @property
+    def protocol_version(self) -> str:
+        return self.client.protocol_version
 
     @property
     def modern(self) -> bool:
@@ -193,7 +133,7 @@ class Connection:
         tools: list[types.Tool] = []
         cursor: str | None = None
         for _ in range(MAX_PAGES):
-            page = await self.client.session.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
+            page = await self.client.list_tools(cursor=cursor, cache_mode="refresh")
             tools += page.tools
             if (cursor := page.next_cursor) is None:
                 break
@@ -202,16 +142,24 @@ class Connection:
         return filter_tools(tools, self.config.tools.include, self.config.tools.exclude)
 
     async def keepalive(self) -> None:
-        """Ping (a cheap list where ping is gone or unsupported); raises if the peer is dead."""
-        with anyio.fail_after(KEEPALIVE_TIMEOUT):
+        """Ping (a cheap list where ping is gone or unsupported); raises if the peer is dead.
+
+        A connection busy with a call is alive by definition: its answer is what we wait for, and
+        a ping queued behind a long call would time out and kill it.
+        """
+        if self.calls_in_flight:
+            return
+        with anyio.move_on_after(KEEPALIVE_TIMEOUT) as scope:
             if not self.modern:
                 try:
-                    await self.client.session.send_ping()
+                    await self.client.send_ping()
                     return
                 except MCPError as exc:
                     if exc.code != types.METHOD_NOT_FOUND:
                         raise
-            await self.client.session.list_tools()
+            await self.client.list_tools(cache_mode="refresh")
+        if scope.cancelled_caught and not self.calls_in_flight:
+            raise UpstreamUnavailable(self.server, f"no answer to a keepalive within {KEEPALIVE_TIMEOUT:g} s")
 
     async def follow_changes(self) -> None:
         """Hold a modern `subscriptions/listen` stream open; its frames reach `Signals.on_message`."""
@@ -236,63 +184,90 @@ class Connection:
         timeout: float,
         progress_callback: ProgressCallback | None = None,
     ) -> types.CallToolResult:
-        """Call `name` upstream, returning its result as is (no client-side schema validation).
+        """Call `name` upstream through the SDK client, which also drives 2026-era input rounds.
 
         Raises:
             UpstreamTimeout: no answer within `timeout`; the upstream request was cancelled.
             SessionLost: the upstream restarted and forgot the session; the call did not run.
             UpstreamUnavailable: the connection died; the call's outcome is uncertain.
-            UpstreamError: the upstream answered with a protocol error.
+            UpstreamError: the upstream answered with an error, or an answer that breaks the protocol
+                or the tool's own output schema.
         """
-        request = types.CallToolRequest(params=types.CallToolRequestParams(name=name, arguments=arguments))
+        seen = len(self.responses)
+        self.calls_in_flight += 1
         try:
-            result = await self.client.session.send_request(
-                request, types.CallToolResult,
-                request_read_timeout_seconds=timeout, progress_callback=progress_callback,
+            result = await self.client.call_tool(
+                name, arguments, read_timeout_seconds=timeout, progress_callback=progress_callback
             )
-        except MCPError as exc:
-            raise self._call_error(name, timeout, exc) from exc
-        except (ValidationError, httpx2.HTTPError, OSError) as exc:
-            raise UpstreamError(self.server, f"tool {name!r}: {type(exc).__name__}: {exc}") from exc
+        except Exception as exc:
+            error = translate(self.server, exc, responses=self.responses[seen:], during=f"tool {name!r}")
+            if isinstance(error, UpstreamTimeout):
+                error = UpstreamTimeout(self.server, f"tool {name!r} gave no answer within {timeout:g} s; cancelled")
+            elif isinstance(error, UpstreamUnavailable):
+                self.signals.mark_lost()
+            raise error from exc
+        finally:
+            self.calls_in_flight -= 1
         return strip_server_info(result)
 
-    def _call_error(self, name: str, timeout: float, exc: MCPError) -> UpstreamError:
-        if exc.code == types.REQUEST_TIMEOUT:
-            return UpstreamTimeout(self.server, f"tool {name!r} gave no answer within {timeout:g} s; cancelled")
-        if exc.code == types.CONNECTION_CLOSED:
-            self.signals.mark_lost()
-            return UpstreamUnavailable(
-                self.server, f"connection lost during tool {name!r}; the outcome of the call is uncertain")
-        if is_session_gone(exc):
-            self.signals.mark_lost()
-            return SessionLost(self.server, "the server restarted and lost the session")
-        return UpstreamError(self.server, f"tool {name!r} failed: {exc.message} (code {exc.code})")
+
+# --- opening a connection ------------------------------------------------------------------------
+
+
+def _http_client(config: UpstreamConfig, responses: list[HttpResponse], **overrides: Any) -> httpx2.AsyncClient:
+    """Our own httpx2 client: the config's headers, and a record of responses to explain failures."""
+
+    async def record(response: httpx2.Response) -> None:
+        responses.append((response.status_code, response.headers.get("content-type", "").lower()))
+        del responses[:-64]
+
+    options: dict[str, Any] = {"headers": dict(config.headers), "timeout": _HTTP_TIMEOUT}
+    options.update({k: v for k, v in overrides.items() if v is not None})
+    return httpx2.AsyncClient(**options, event_hooks={"response": [record]})
+
+
+def _sse(config: UpstreamConfig, responses: list[HttpResponse]) -> Any:
+    def factory(headers: Any = None, timeout: Any = None, auth: Any = None) -> httpx2.AsyncClient:
+        return _http_client(config, responses, headers=headers, timeout=timeout, auth=auth)
+
+    assert config.url is not None
+    return sse_client(config.url, headers=dict(config.headers), httpx_client_factory=factory)
 
 
 async def _enter(stack: AsyncExitStack, transport: Any, signals: Signals, mode: str) -> Client:
-    client = Client(_watched(transport, signals), mode=mode, message_handler=signals.on_message,
-                    client_info=CLIENT_INFO, cache=None)
+    client = Client(transport, mode=mode, message_handler=signals.on_message, client_info=CLIENT_INFO, cache=None)
     return await stack.enter_async_context(client)
 
 
 async def _open_http(
     stack: AsyncExitStack, config: UpstreamConfig, transport: TransportChoice, signals: Signals,
-    mode: str, statuses: list[int],
+    mode: str, responses: list[HttpResponse],
 ) -> tuple[Client, str]:
     assert config.url is not None
     if transport != "sse":
         try:
             async with AsyncExitStack() as attempt:
-                http = await attempt.enter_async_context(_http_client(config, statuses))
+                http = await attempt.enter_async_context(_http_client(config, responses))
                 client = await _enter(attempt, streamable_http_client(config.url, http_client=http), signals, mode)
                 await stack.enter_async_context(attempt.pop_all())
                 return client, "streamable-http"
-        except Exception as exc:
-            if transport != "auto" or not rejects_streamable(exc, statuses):
+        except Exception:
+            if transport != "auto" or rejected_by_http(responses) is None:
                 raise
             logger.info("server %s: Streamable HTTP rejected; trying SSE", config.name)
-            statuses.clear()
-    return await _enter(stack, _sse(config, statuses), signals, mode), "sse"
+            responses.clear()
+    return await _enter(stack, _sse(config, responses), signals, mode), "sse"
+
+
+@asynccontextmanager
+async def _stdio(config: UpstreamConfig, config_dir: Path, log_dir: Path, signals: Signals) -> AsyncIterator[Any]:
+    """The child's stderr is appended to `<log_dir>/<server>.log`."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with open(log_dir / f"{config.name}.log", "a", encoding="utf-8") as errlog:
+        errlog.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {config.command}\n")
+        errlog.flush()
+        async with stdio_transport(config, config_dir, errlog, signals.mark_lost) as streams:
+            yield streams
 
 
 @asynccontextmanager
@@ -314,21 +289,20 @@ async def connect(
         UpstreamError: any other failure to connect, or the connection failing while open.
     """
     signals = Signals()
-    statuses: list[int] = []
+    responses: list[HttpResponse] = []
     opened = False
     try:
         async with AsyncExitStack() as stack:
             if config.is_stdio:
-                client = await _enter(stack, stdio_transport(config, config_dir, log_dir), signals, mode)
+                client = await _enter(stack, _stdio(config, config_dir, log_dir, signals), signals, mode)
                 used = "stdio"
             else:
-                client, used = await _open_http(stack, config, transport, signals, mode, statuses)
+                client, used = await _open_http(stack, config, transport, signals, mode, responses)
             opened = True
-            yield Connection(config, client, used, signals)
+            yield Connection(config, client, used, signals, responses)
     except Exception as exc:
-        # HTTP statuses explain a failed connect; later ones (a lost session's 404) do not.
-        error = translate(config.name, exc, () if opened else statuses)
-        if not opened and config.is_stdio and error.reason == "connection closed":
+        error = translate(config.name, exc, responses=responses, connecting=not opened)
+        if not opened and config.is_stdio and signals.lost and not isinstance(error, UpstreamRefused):
             error = UpstreamUnavailable(config.name, f"the process exited during startup; see {log_dir}/"
                                                      f"{config.name}.log")
         raise error from exc

@@ -15,12 +15,12 @@ from typing import Any
 
 import anyio
 
-from proxy.arguments import check_arguments
-from proxy.catalog import Catalog, SessionView
-from proxy.errors import OutOfScope, ToolCallError, UnknownTool
+from proxy.downstream._arguments import check_arguments
+from proxy.errors import BridgeError, OutOfScope, UnknownTool
 from proxy.registry import ToolEntry
-from proxy.semantic import fuse
+from proxy.search import fuse
 from proxy.surface import MAX_DESCRIBE, MAX_QUERIES
+from proxy.views import SessionView, Views
 
 DESCRIPTION_LIMIT = 500
 FUSION_DEPTH = 50  # candidates each ranking brings to the fusion
@@ -30,10 +30,6 @@ _NO_MATCH_HINT = (
     "(for example 'github create issue'), or pick a source below."
 )
 _NOT_FOUND_HINT = "Unknown or unavailable names. Use tool_search to find exact names."
-
-
-class BridgeError(ToolCallError):
-    """A bridge call was malformed (wrong argument types, too many names)."""
 
 
 def _as_list(value: Any, field: str, maximum: int) -> list[str]:
@@ -67,26 +63,26 @@ def _required(entry: ToolEntry) -> list[str]:
     return [r for r in required if isinstance(r, str)] if isinstance(required, list) else []
 
 
-def rank(catalog: Catalog, view: SessionView, query: str, limit: int) -> list[str]:
+def rank(views: Views, view: SessionView, query: str, limit: int) -> list[str]:
     """Lexical ranking, fused with the semantic one once every deferred tool has its embedding.
 
     All or nothing: a tool without a vector would lose to embedded ones on rank fusion alone, so
     until a server's vectors are in, the whole session's search stays lexical. Exact names lead.
     """
-    semantic = catalog.semantic
+    semantic = views.semantic
     if semantic is None or not semantic.ready(view.deferred):
-        return catalog.index.search(query, limit=limit, scope=view.deferred)
-    lexical = catalog.index.search(query, limit=FUSION_DEPTH, scope=view.deferred)
+        return views.index.search(query, limit=limit, scope=view.deferred)
+    lexical = views.index.search(query, limit=FUSION_DEPTH, scope=view.deferred)
     if not lexical:  # no known word: only clear semantic matches, so nonsense still gets the hint
         return semantic.rank(query, limit, view.deferred, min_similarity=SEMANTIC_ONLY_FLOOR)
     dense = semantic.rank(query, FUSION_DEPTH, view.deferred)
-    exact = catalog.index.exact(query, view.deferred)
+    exact = views.index.exact(query, view.deferred)
     return (exact + [name for name in fuse(lexical, dense, limit + len(exact)) if name not in exact])[:limit]
 
 
-async def prepare_search(catalog: Catalog, arguments: Mapping[str, Any]) -> None:
+async def prepare_search(views: Views, arguments: Mapping[str, Any]) -> None:
     """Compute the queries' semantic vectors in a worker thread, so `search` never blocks the loop."""
-    semantic = catalog.semantic
+    semantic = views.semantic
     if semantic is None:
         return
     queries = _as_list(arguments.get("queries"), "queries", MAX_QUERIES)
@@ -95,20 +91,20 @@ async def prepare_search(catalog: Catalog, arguments: Mapping[str, Any]) -> None
         semantic.remember_queries(missing, await anyio.to_thread.run_sync(semantic.encode_queries, missing))
 
 
-def search(catalog: Catalog, view: SessionView, arguments: Mapping[str, Any]) -> dict[str, Any]:
+def search(views: Views, view: SessionView, arguments: Mapping[str, Any]) -> dict[str, Any]:
     """Run each query over the session's deferred tools.
 
     Raises:
         BridgeError: malformed arguments or more than `MAX_QUERIES` queries.
     """
-    settings = catalog.toolsets.tool_search
+    settings = views.toolsets.tool_search
     queries = _as_list(arguments.get("queries"), "queries", MAX_QUERIES)
     limit = _limit(arguments.get("limit"), settings.search_default_limit, settings.max_search_limit)
-    tools = catalog.registry.tools
+    tools = views.registry.tools
     results: list[dict[str, Any]] = []
     found: dict[str, dict[str, Any]] = {}
     for query in queries:
-        matches = rank(catalog, view, query, limit)
+        matches = rank(views, view, query, limit)
         group: dict[str, Any] = {"query": query, "matches": matches}
         if not matches:
             counts = Counter(tools[name].server for name in view.deferred)
@@ -130,7 +126,7 @@ def search(catalog: Catalog, view: SessionView, arguments: Mapping[str, Any]) ->
     }
 
 
-def describe(catalog: Catalog, view: SessionView, arguments: Mapping[str, Any]) -> dict[str, Any]:
+def describe(views: Views, view: SessionView, arguments: Mapping[str, Any]) -> dict[str, Any]:
     """Full schemas for tools in scope; unknown or out-of-scope names go to `not_found`.
 
     Raises:
@@ -140,7 +136,7 @@ def describe(catalog: Catalog, view: SessionView, arguments: Mapping[str, Any]) 
     described: dict[str, Any] = {}
     not_found: list[str] = []
     for name in names:
-        entry = catalog.registry.get(name)
+        entry = views.registry.get(name)
         if entry is None or name not in view.scope:
             not_found.append(name)
             continue
@@ -173,7 +169,7 @@ class PreparedCall:
     arguments: dict[str, Any]
 
 
-def prepare_call(catalog: Catalog, view: SessionView, arguments: Mapping[str, Any]) -> PreparedCall:
+def prepare_call(views: Views, view: SessionView, arguments: Mapping[str, Any]) -> PreparedCall:
     """Check a `tool_call` in the SPEC's order: deferred, in scope, then the arguments.
 
     Raises:
@@ -195,7 +191,7 @@ def prepare_call(catalog: Catalog, view: SessionView, arguments: Mapping[str, An
         raise BridgeError("'arguments' must be a JSON object")
     if name in view.core:
         raise BridgeError(f"'{name}' is a core tool: call it directly, not through tool_call")
-    entry = catalog.registry.get(name)
+    entry = views.registry.get(name)
     if entry is None:
         raise UnknownTool(name, suggest(view, name))
     if name not in view.allowed:

@@ -1,0 +1,34 @@
+"""Configuration: the models, loading a config dir, and importing a client's MCP config.
+
+Nothing here does network or process I/O; loading reads files and returns problems as values.
+"""
+
+from proxy.config._importer import convert_client_config
+from proxy.config._loading import interpolate, load_config, load_toolsets, load_upstream, parse_tool_search
+from proxy.config._models import (
+    SERVER_NAME,
+    Config,
+    ProfileConfig,
+    ToolFilter,
+    ToolSearchSettings,
+    ToolsetConfig,
+    ToolsetsConfig,
+    UpstreamConfig,
+)
+
+__all__ = [
+    "SERVER_NAME",
+    "Config",
+    "ProfileConfig",
+    "ToolFilter",
+    "ToolSearchSettings",
+    "ToolsetConfig",
+    "ToolsetsConfig",
+    "UpstreamConfig",
+    "convert_client_config",
+    "interpolate",
+    "load_config",
+    "load_toolsets",
+    "load_upstream",
+    "parse_tool_search",
+]

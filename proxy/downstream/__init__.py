@@ -1,0 +1,26 @@
+"""What downstream clients talk to: the SDK server, its handlers, the bridge tools and HTTP.
+
+`build_server(Handlers(...))` gives the SDK server for stdio or in-memory use; `HttpApp` serves it
+over Streamable HTTP behind the Host/Origin and bearer checks.
+"""
+
+from proxy.downstream import _bridge as bridge
+from proxy.downstream._arguments import check_arguments, coerce_arguments, validate_arguments
+from proxy.downstream._http import HttpApp, check_bearer, serve_http, transport_security
+from proxy.downstream._server import ChangeNotifier, Handlers, ToolCaller, build_server, session_key
+
+__all__ = [
+    "ChangeNotifier",
+    "Handlers",
+    "HttpApp",
+    "ToolCaller",
+    "bridge",
+    "build_server",
+    "check_arguments",
+    "check_bearer",
+    "coerce_arguments",
+    "serve_http",
+    "session_key",
+    "transport_security",
+    "validate_arguments",
+]

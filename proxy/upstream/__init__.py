@@ -1,0 +1,26 @@
+"""The upstream fleet: one supervised MCP client connection per configured server.
+
+`Fleet` keeps every upstream connected (stdio children, Streamable HTTP, SSE), puts each server's
+tools into a `ToolSink` (the registry), and routes tool calls to the live connection.
+"""
+
+from proxy.upstream._availability import Availability
+from proxy.upstream._backoff import next_delay
+from proxy.upstream._connection import Connection, ProgressCallback, connect, filter_tools, strip_server_info
+from proxy.upstream._fleet import Fleet, ServerStatus, ToolSink, UpstreamState
+from proxy.upstream._stdio import resolve_command
+
+__all__ = [
+    "Availability",
+    "Connection",
+    "Fleet",
+    "ProgressCallback",
+    "ServerStatus",
+    "ToolSink",
+    "UpstreamState",
+    "connect",
+    "filter_tools",
+    "next_delay",
+    "resolve_command",
+    "strip_server_info",
+]
