@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping
 from contextlib import asynccontextmanager
@@ -25,7 +26,8 @@ from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from proxy import __version__
 from proxy.downstream import _bridge as bridge
-from proxy.errors import InvalidArguments, ToolbridgeError, UnknownTool, redact
+from proxy.downstream._observe import BRIDGE_SERVER, CallObserver, CallRecord, ConnectionId, session_label
+from proxy.errors import InvalidArguments, ToolbridgeError, UnknownTool, UpstreamError, redact
 from proxy.registry import ToolEntry
 from proxy.upstream import ProgressCallback
 from proxy.views import SessionView, Views
@@ -52,13 +54,9 @@ class ToolCaller(Protocol):
     ) -> types.CallToolResult: ...
 
 
-class _Connection:
-    """Identity of one stdio or in-memory connection: `Server.run()` enters the lifespan once per
-    connection on those transports, so the object it yields is the connection's own."""
-
-
 def session_key(ctx: RequestContext) -> Hashable | None:
-    """A public handle on the session: its `Mcp-Session-Id` over HTTP, its connection otherwise."""
+    """A public handle on the session: its `Mcp-Session-Id` over HTTP, its connection otherwise
+    (`Server.run()` enters the lifespan once per stdio or in-memory connection: it yields a `ConnectionId`)."""
     if ctx.request is not None:
         return ctx.request.headers.get("mcp-session-id")
     return ctx.lifespan_context
@@ -93,6 +91,7 @@ class ChangeNotifier:
     def __init__(self, views: Views) -> None:
         self.views = views
         self.announced = views.registry.generation
+        self.sent = 0  # list_changed notifications delivered, for the operator's metrics
         self._subscribers: OrderedDict[Hashable, _Subscriber] = OrderedDict()
         self._pass_done = anyio.Event()
 
@@ -104,6 +103,11 @@ class ChangeNotifier:
 
     def forget(self, key: Hashable) -> None:
         self._subscribers.pop(key, None)
+
+    @property
+    def sessions(self) -> int:
+        """Sessions that would be told of a change: handshake-era ones that listed tools, and listen streams."""
+        return len(self._subscribers)
 
     async def wait_announced(self, generation: int) -> None:
         """Return once every change up to `generation` has been announced to whom it concerns."""
@@ -122,7 +126,9 @@ class ChangeNotifier:
                 fingerprint = self.views.for_profile(subscriber.profile).fingerprint
                 if fingerprint != subscriber.fingerprint:
                     subscriber.fingerprint = fingerprint
-                    if not await self._notify(subscriber):
+                    if await self._notify(subscriber):
+                        self.sent += 1
+                    else:
                         self.forget(key)
             self.announced = generation
             self._pass_done.set()
@@ -153,7 +159,9 @@ class Handlers:
         fleet_ready: anyio.Event,
         startup_wait: float,
         profile: str | None = None,
+        on_call: CallObserver | None = None,
     ) -> None:
+        self.on_call = on_call
         self.views = views
         self.caller = caller
         self.notifier = notifier
@@ -222,19 +230,51 @@ class Handlers:
     async def call_tool(self, ctx: RequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
         view = await self._view(ctx)
         arguments = params.arguments or {}
+        started, clock = time.time(), time.perf_counter()
+        target: list[ToolEntry] = []  # the upstream tool this call reached, once known
+        error: Exception | None = None
         try:
-            return await self._dispatch(ctx, view, params.name, arguments)
+            result = await self._dispatch(ctx, view, params.name, arguments, target)
         except InvalidArguments as exc:
-            error = {"error": str(exc), "path": exc.path, "constraint": exc.constraint}
-            return _text_result({**error, "inputSchema": exc.input_schema}, is_error=True)
+            error = exc
+            payload = {"error": str(exc), "path": exc.path, "constraint": exc.constraint}
+            result = _text_result({**payload, "inputSchema": exc.input_schema}, is_error=True)
         except ToolbridgeError as exc:
-            return _text_result(str(exc), is_error=True)
+            error = exc
+            result = _text_result(str(exc), is_error=True)
         except Exception as exc:  # session boundary: one bad call never takes the session down
+            error = exc
             logger.exception("tool call %s failed", params.name)
-            return _text_result(f"toolbridge: internal error: {redact(str(exc))}", is_error=True)
+            result = _text_result(f"toolbridge: internal error: {redact(str(exc))}", is_error=True)
+        if self.on_call is not None:
+            self.on_call(self._record(ctx, view, params.name, arguments, target, result, error,
+                                      started, time.perf_counter() - clock))
+        return result
+
+    @staticmethod
+    def _record(
+        ctx: RequestContext, view: SessionView, name: str, arguments: dict[str, Any], target: list[ToolEntry],
+        result: types.CallToolResult, error: Exception | None, started: float, duration: float,
+    ) -> CallRecord:
+        entry = target[0] if target else None
+        bridged = name == "tool_call"
+        requested = arguments.get("name") if bridged else name
+        client = ctx.session.client_params.client_info if ctx.session.client_params is not None else None
+        if error is None:
+            outcome = "tool_error" if result.is_error else "ok"
+        else:
+            refused = isinstance(error, ToolbridgeError) and not isinstance(error, UpstreamError)
+            outcome = "refused" if refused else "failed"
+        return CallRecord(
+            started=started, duration=duration, session=session_label(session_key(ctx)), profile=view.profile,
+            client=client.name if client else None, client_version=client.version if client else None,
+            tool=entry.name if entry else str(requested), server=entry.server if entry else BRIDGE_SERVER,
+            via=name if bridged else None, outcome=outcome, error=type(error).__name__ if error else None,
+            arguments=arguments.get("arguments") or {} if bridged else arguments,
+        )
 
     async def _dispatch(
-        self, ctx: RequestContext, view: SessionView, name: str, arguments: dict[str, Any]
+        self, ctx: RequestContext, view: SessionView, name: str, arguments: dict[str, Any], target: list[ToolEntry]
     ) -> types.CallToolResult:
         if view.surface.tier == "bridge":
             if name == "tool_search":
@@ -244,11 +284,13 @@ class Handlers:
                 return _text_result(bridge.describe(self.views, view, arguments))
             if name == "tool_call":
                 prepared = bridge.prepare_call(self.views, view, arguments)
+                target.append(prepared.entry)
                 return await self._forward(ctx, prepared.entry, prepared.arguments)
         direct = view.core if view.surface.tier == "bridge" else view.scope
         entry = self.views.registry.get(name)
         if entry is None or name not in direct:
             raise UnknownTool(name, bridge.suggest(view, name))
+        target.append(entry)
         return await self._forward(ctx, entry, arguments)
 
     async def _forward(self, ctx: RequestContext, entry: ToolEntry, arguments: dict[str, Any]) -> types.CallToolResult:
@@ -276,8 +318,8 @@ def build_server(handlers: Handlers) -> Server[Any]:
     """The SDK server that answers downstream clients with `handlers`."""
 
     @asynccontextmanager
-    async def per_connection(_server: Server[Any]) -> AsyncIterator[_Connection]:
-        connection = _Connection()
+    async def per_connection(_server: Server[Any]) -> AsyncIterator[ConnectionId]:
+        connection = ConnectionId()
         try:
             yield connection
         finally:
