@@ -6,7 +6,7 @@ routes calls and requests to the live connection, with a `BackChannel` to the do
 """
 
 from proxy.upstream._availability import Availability
-from proxy.upstream._backchannel import BackChannel, InFlight, NoticeSink
+from proxy.upstream._backchannel import BackChannel, InFlight, NoticeSink, client_callbacks
 from proxy.upstream._backoff import next_delay
 from proxy.upstream._connection import Connection, ProgressCallback, connect, filter_tools, strip_server_info
 from proxy.upstream._fleet import CatalogSink, Fleet, ServerStatus, ToolSink, UpstreamState
@@ -24,6 +24,7 @@ __all__ = [
     "ServerStatus",
     "ToolSink",
     "UpstreamState",
+    "client_callbacks",
     "connect",
     "filter_tools",
     "next_delay",

@@ -64,8 +64,13 @@ def filter_tools(tools: Iterable[types.Tool], include: Sequence[str], exclude: S
     ]
 
 
-def strip_server_info(result: types.CallToolResult) -> types.CallToolResult:
-    """Drop the upstream's identity stamp so the proxy's own one shows downstream."""
+R = TypeVar("R")
+
+
+def strip_server_info(result: R) -> R:
+    """Drop the upstream's identity stamp from a result so the proxy's own one shows downstream."""
+    if not isinstance(result, types.Result):
+        return result
     if not result.meta or types.SERVER_INFO_META_KEY not in result.meta:
         return result
     meta = {k: v for k, v in result.meta.items() if k != types.SERVER_INFO_META_KEY}
@@ -189,7 +194,7 @@ class Connection:
         seen = len(self.responses)
         try:
             async with self.in_flight.call(channel):
-                return await operation(self.client)
+                return strip_server_info(await operation(self.client))
         except Exception as exc:
             error = translate(self.server, exc, responses=self.responses[seen:], during=what)
             if isinstance(error, UpstreamUnavailable):
