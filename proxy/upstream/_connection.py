@@ -21,7 +21,7 @@ import httpx2
 from mcp import Client, MCPError, types
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
+from mcp.client.subscriptions import ListenNotSupportedError, ResourceUpdated, SubscriptionLost
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from proxy import __version__
@@ -153,7 +153,8 @@ class Connection:
 
     @property
     def logs(self) -> bool:
-        return self.client.server_capabilities.logging is not None
+        """Takes `logging/setLevel` (handshake era; a 2026-era request opts in through its `_meta`)."""
+        return not self.modern and self.client.server_capabilities.logging is not None
 
     async def list_catalog(
         self,
@@ -244,8 +245,9 @@ class Connection:
                     prompts_list_changed=capabilities.prompts is not None,
                     resources_list_changed=capabilities.resources is not None,
                 ) as subscription:
-                    async for _event in subscription:
-                        self.signals.mark_changed()
+                    async for event in subscription:
+                        if not isinstance(event, ResourceUpdated):  # tee'd to on_message, which routes it
+                            self.signals.mark_changed()
                 return
             except SubscriptionLost:
                 self.signals.mark_changed()  # no replay: refetch, then listen again
