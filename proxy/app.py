@@ -19,8 +19,10 @@ from typing import Any
 import anyio
 import anyio.from_thread
 import anyio.to_thread
+from mcp import types
 from mcp.server.stdio import stdio_server
 
+from proxy.catalogs import Catalogs
 from proxy.config import Config, keep_last_good, load_config
 from proxy.downstream import (
     CallRecord,
@@ -34,7 +36,7 @@ from proxy.downstream import (
 from proxy.ops import AuditLog, Metrics, reload_on_sighup, status_report, watch_config
 from proxy.registry import Registry
 from proxy.search import SemanticIndex
-from proxy.upstream import Fleet
+from proxy.upstream import Fleet, NoticeSink
 from proxy.views import Views
 
 logger = logging.getLogger(__name__)
@@ -46,6 +48,7 @@ class Gateway:
     registry: Registry
     fleet: Fleet
     views: Views
+    notice_listeners: list[NoticeSink]
 
     async def wait_until_ready(self, timeout: float) -> bool:
         """Wait (bounded) until every upstream has registered or failed once."""
@@ -107,16 +110,23 @@ async def run_gateway(
 ) -> AsyncIterator[Gateway]:
     """Start every upstream (concurrently, in the background) and yield the gateway."""
     registry = Registry()
+    catalogs = Catalogs(registry)
+    listeners: list[NoticeSink] = []
+
+    async def notices(server: str, notification: types.ServerNotification) -> None:
+        for listener in listeners:
+            await listener(server, notification)
+
     fleet = Fleet(config.upstreams, registry, config_dir=config.directory,
-                  log_dir=log_dir or config.directory / "logs")
+                  log_dir=log_dir or config.directory / "logs", catalogs=catalogs, notices=notices)
     views = Views(registry, config.toolsets, fleet.availability, default_context_tokens=context_tokens,
-                  cache_dir=embedding_cache_dir(config))
+                  cache_dir=embedding_cache_dir(config), catalogs=catalogs)
     async with anyio.create_task_group() as tg:
         await tg.start(fleet.run)
         if views.semantic is not None:
             await tg.start(keep_embeddings, views.semantic, registry)
         try:
-            yield Gateway(config, registry, fleet, views)
+            yield Gateway(config, registry, fleet, views, listeners)
         finally:
             tg.cancel_scope.cancel()
 
@@ -193,6 +203,8 @@ async def _serve(
             handlers = Handlers(gateway.views, gateway.fleet, notifier, fleet_ready=gateway.fleet.ready,
                                 startup_wait=config.toolsets.startup_wait, profile=profile,
                                 on_call=_call_observers(metrics, audit))
+            await tg.start(handlers.run)
+            gateway.notice_listeners.append(handlers.on_notice)
             tg.start_soon(reload_on_sighup, gateway.reload)
             if watch:
                 tg.start_soon(watch_config, config.directory, gateway.reload)

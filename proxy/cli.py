@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 import anyio
 import httpx2
 import yaml
+from mcp import MCPDeprecationWarning
 from rich.console import Console
 from rich.table import Table
 
@@ -47,6 +49,8 @@ def _setup_logging(level: str) -> None:
     root.setLevel(level.upper())
     for noisy in ("httpx2", "httpcore", "mcp", "uvicorn.error"):  # they log full URLs and per-request chatter
         logging.getLogger(noisy).setLevel(max(root.level, logging.WARNING))
+    # toolbridge serves both protocol eras on purpose: the handshake-era features it relays are not news.
+    warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
 
 
 def _load(args: argparse.Namespace) -> Config:
