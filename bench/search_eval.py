@@ -29,7 +29,7 @@ from pathlib import Path
 import anyio
 from mcp import Client, StdioServerParameters, stdio_client, types
 
-from bench.search_fit import FOLDS, cross_validate
+from bench.search_fit import FOLDS, cross_validate, cross_validate_fusion, rrf
 from proxy.app import embed_pending
 from proxy.config import ToolSearchSettings, ToolsetsConfig
 from proxy.downstream import bridge
@@ -249,11 +249,37 @@ def run_dataset(root: Path, catalog: str, queries: str, semantic_cache: Path | N
     if real is not None and real != [fastmcp.search(q["query"], limit=10) for q in qs]:
         raise SystemExit(f"{catalog}: FastMCP's own BM25 ranks differently from FastMCPBM25")
     if semantic_cache:
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         hybrid = build_catalog(servers, semantic_cache)
-        print(f"{catalog}: {len(tb.registry.tools)} tools indexed and embedded in {time.perf_counter() - t0:.1f} s")
+        print(f"{catalog}: {len(tb.registry.tools)} tools indexed and embedded in {time.perf_counter() - t0:.1f} s "
+              f"({time.process_time() - cpu0:.1f} s CPU, load average {os.getloadavg()[0]:.1f})")
         results["hybrid"] = evaluate(tool_search(hybrid), qs)
+        legs = {q["id"]: fusion_legs(hybrid, q["query"]) for q in qs}
+        results["hybrid RRF"] = score(qs, [rrf([n for n, _ in lexical], sorted(sims, key=lambda n: -sims[n]), 10)
+                                           for lexical, sims in map(legs.__getitem__, (q["id"] for q in qs))],
+                                      [0.0] * len(qs))
     return results
+
+
+def fusion_legs(catalog: Views, query: str) -> tuple[list[tuple[str, float]], dict[str, float]]:
+    """What `bridge.rank` fuses for one query: lexical (name, score) candidates and cosine similarities."""
+    scope = catalog.for_profile("default").deferred
+    semantic = catalog.semantic
+    assert semantic is not None
+    lexical = catalog.index.scored(query, limit=bridge.FUSION_DEPTH, scope=scope)
+    similarity = dict(semantic.rank(query, bridge.FUSION_DEPTH, scope))
+    similarity.update(semantic.similarities(query, {name for name, _ in lexical}))
+    return lexical, similarity
+
+
+def hybrid_cross_validated(root: Path, cache: Path) -> dict[str, Report]:
+    """Score fusion on each tuning set's held-out folds, its lexical share fitted on the other folds."""
+    catalog = build_catalog(load_servers(root / "real-fleet.json"), cache)
+    sets = {name: load_queries(queries_path(root, name)) for name in TUNING}
+    legs = {q["id"]: fusion_legs(catalog, q["query"]) for qs in sets.values() for q in qs}
+    held, weights = cross_validate_fusion(legs, sets)
+    print(f"hybrid CV: lexical share fitted per fold {weights}")
+    return {name: score(qs, [held[q["id"]] for q in qs], [0.0] * len(qs)) for name, qs in sets.items()}
 
 
 def cross_validated(root: Path) -> dict[str, Report]:
@@ -347,6 +373,9 @@ def main() -> None:
     results = {name: run_dataset(root, cat, qs, cache) for name, (cat, qs) in DATASETS.items()}
     for name, report in cross_validated(root).items():
         results[name]["tool_search CV"] = report
+    if cache:
+        for name, report in hybrid_cross_validated(root, cache).items():
+            results[name]["hybrid CV"] = report
     print(format_table(results))
     print(f"CV: {FOLDS}-fold cross-validation over {' + '.join(TUNING)}: each fold ranked by parameters fitted on "
           "the other folds (bench/search_fit.py); LiveMCPBench is never fitted on")

@@ -102,6 +102,41 @@ def cross_validate(
     return {name: {q["id"]: held[q["id"]] for q in queries} for name, queries in sets.items()}
 
 
+FUSION_GRID = tuple(i / 20 for i in range(21))  # the lexical share in score fusion
+RRF_K = 60
+
+
+def rrf(lexical: Sequence[str], dense: Sequence[str], limit: int) -> list[str]:
+    """Reciprocal-rank fusion (k 60), the baseline score fusion replaced."""
+    scores: dict[str, float] = {}
+    for ranking in (lexical, dense):
+        for rank, name in enumerate(ranking):
+            scores[name] = scores.get(name, 0.0) + 1 / (RRF_K + rank + 1)
+    return sorted(scores, key=lambda n: (-scores[n], n))[:limit]
+
+
+def cross_validate_fusion(
+    legs: dict[str, tuple[list[tuple[str, float]], dict[str, float]]], sets: dict[str, list[dict]], k: int = FOLDS
+) -> tuple[dict[str, list[str]], list[float]]:
+    """Held-out fused rankings per query id, the lexical share fitted on the other folds; and each fold's share.
+    `legs` holds per query id its lexical (name, score) list and its candidates' cosine similarities."""
+    from proxy.search import fuse
+
+    ids = {q["query"]: q["id"] for qs in sets.values() for q in qs}
+
+    def objective(queries: list[dict], weight: float) -> float:
+        r5, mrr = recall5_mrr(lambda text: fuse(*legs[ids[text]], 10, weight), queries)
+        return r5 + 0.1 * mrr
+
+    parts, held, weights = folds(sets, k), {}, []
+    for i, part in enumerate(parts):
+        train = [q for j, other in enumerate(parts) if j != i for q in other]
+        weight = max(FUSION_GRID, key=lambda w, train=train: objective(train, w))
+        weights.append(weight)
+        held.update({q["id"]: fuse(*legs[q["id"]], 10, weight) for q in part})
+    return held, weights
+
+
 def main() -> None:
     from bench.search_eval import TUNING, catalogs_dir, load_catalog, load_queries, queries_path
 

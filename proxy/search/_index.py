@@ -240,12 +240,19 @@ class SearchIndex:
         if limit <= 0 or not self._entries:
             return []
         exact = self.exact(query, scope)
+        return (exact + [name for name, _ in self.scored(query, limit=limit, scope=scope, exact=exact)])[:limit]
+
+    def scored(
+        self, query: str, *, limit: int, scope: Collection[str] | None = None, exact: Collection[str] = ()
+    ) -> list[tuple[str, float]]:
+        """The best `limit` tools other than `exact` with their scores (for fusion), best first."""
+        if limit <= 0 or not self._entries:
+            return []
         terms = self._query_terms(query)
         scores = self._score(terms, scope)
         for name in exact:
             scores[self._entries[name].doc_id] = 0.0
-        ranked = sorted(self._cover(scores, terms, limit).items(), key=lambda kv: (-kv[1], kv[0]))
-        return (exact + [name for name, _ in ranked])[:limit]
+        return sorted(self._cover(scores, terms, limit).items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
 
     def exact(self, query: str, scope: Collection[str] | None = None) -> list[str]:
         """Tools named exactly by the whole query (qualified or raw name), in name order: they rank first."""
