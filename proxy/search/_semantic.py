@@ -233,7 +233,7 @@ class SemanticIndex:
         return out
 
 
-LEXICAL_WEIGHT = 0.1  # share of the normalised lexical score in the fused one, fitted by CV (bench/search_fit.py)
+LEXICAL_WEIGHT = 0.2  # share of the normalised lexical score in the fused one, fitted by CV (bench/search_fit.py)
 
 
 def fuse(
