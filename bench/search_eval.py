@@ -152,9 +152,10 @@ class FastMCPBM25:
     log(1 + (N - df + .5) / (df + .5))), no stemming, over `fastmcp_text`; ties keep catalog order.
     `fastmcp_rankings` checks it against FastMCP itself where bench/setup_search.sh installed it."""
 
-    def __init__(self, servers: dict[str, list[dict]], k1: float = 1.5, b: float = 0.75):
-        self.names = [qualified(s, t["name"]) for s, tools in servers.items() for t in tools]
-        texts = [fastmcp_text(qualified(s, t["name"]), t) for s, tools in servers.items() for t in tools]
+    def __init__(self, docs: list[tuple[str, str]], k1: float = 1.5, b: float = 0.75):
+        """`docs`: (qualified name, `fastmcp_text`) per tool, in catalog order."""
+        self.names = [name for name, _ in docs]
+        texts = [text for _, text in docs]
         self.tfs = [Counter(_fastmcp_tokens(text)) for text in texts]
         self.lens = [sum(tf.values()) for tf in self.tfs]
         self.avgdl = sum(self.lens) / len(self.lens)
@@ -240,7 +241,8 @@ def run_dataset(root: Path, catalog: str, queries: str, semantic_cache: Path | N
     missing = missing_gold(tb, qs)
     if missing:
         raise SystemExit(f"{catalog}: gold ids not registered: {sorted(missing)}")
-    fastmcp = FastMCPBM25(servers)
+    fastmcp = FastMCPBM25([(qualified(s, t["name"]), fastmcp_text(qualified(s, t["name"]), t))
+                           for s, tools in servers.items() for t in tools])
     results = {
         "fastmcp-bm25": evaluate(lambda q: fastmcp.search(q, limit=10), qs),
         "tool_search": evaluate(tool_search(tb), qs),
