@@ -169,7 +169,7 @@ class PreparedCall:
     arguments: dict[str, Any]
 
 
-def prepare_call(views: Views, view: SessionView, arguments: Mapping[str, Any]) -> PreparedCall:
+async def prepare_call(views: Views, view: SessionView, arguments: Mapping[str, Any]) -> PreparedCall:
     """Check a `tool_call` in the SPEC's order: deferred, in scope, then the arguments.
 
     Raises:
@@ -196,4 +196,4 @@ def prepare_call(views: Views, view: SessionView, arguments: Mapping[str, Any]) 
         raise UnknownTool(name, suggest(view, name))
     if name not in view.allowed:
         raise OutOfScope(name)
-    return PreparedCall(entry, check_arguments(tool_arguments, entry.input_schema))
+    return PreparedCall(entry, await check_arguments(tool_arguments, entry.input_schema))

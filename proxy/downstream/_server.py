@@ -243,7 +243,7 @@ class Handlers:
             if name == "tool_describe":
                 return _text_result(bridge.describe(self.views, view, arguments))
             if name == "tool_call":
-                prepared = bridge.prepare_call(self.views, view, arguments)
+                prepared = await bridge.prepare_call(self.views, view, arguments)
                 return await self._forward(ctx, prepared.entry, prepared.arguments)
         direct = view.core if view.surface.tier == "bridge" else view.scope
         entry = self.views.registry.get(name)
