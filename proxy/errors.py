@@ -43,6 +43,7 @@ __all__ = [
     "UpstreamRefused",
     "UpstreamTimeout",
     "UpstreamUnavailable",
+    "describe",
     "redact",
     "translate",
 ]
@@ -169,6 +170,12 @@ def _primary(exc: BaseException) -> BaseException:
     return leaves[0]
 
 
+def describe(exc: BaseException) -> str:
+    """`Type: message`, or the type alone when the message is empty (`TimeoutError()` says nothing)."""
+    message = str(exc).strip()
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
 def rejected_by_http(responses: Sequence[HttpResponse]) -> str | None:
     """Why an endpoint is not a Streamable HTTP MCP endpoint, judged by its responses, or None."""
     for status, content_type in responses:
@@ -210,15 +217,15 @@ def translate(
         if 400 <= status < 500 and status not in (408, 429):
             return UpstreamRefused(server, f"not an MCP endpoint (HTTP {status})")
         return UpstreamUnavailable(server, f"{what}HTTP {status}")
-    if isinstance(leaf, httpx2.TimeoutException):
-        return UpstreamTimeout(server, f"{what}HTTP request timed out")
+    if isinstance(leaf, httpx2.TimeoutException | TimeoutError):
+        return UpstreamTimeout(server, f"{what}timed out ({describe(leaf)})")
     if isinstance(leaf, httpx2.HTTPError):
-        return UpstreamUnavailable(server, f"{what}cannot reach the server ({type(leaf).__name__}: {leaf})")
+        return UpstreamUnavailable(server, f"{what}cannot reach the server ({describe(leaf)})")
     if isinstance(leaf, OSError):
         return UpstreamUnavailable(server, f"{what}{type(leaf).__name__}: {leaf.strerror or leaf}")
     if isinstance(leaf, ValidationError):
         return UpstreamError(server, f"{what}the answer does not follow the protocol ({leaf.error_count()} errors)")
-    return UpstreamError(server, f"{what}{type(leaf).__name__}: {leaf}")
+    return UpstreamError(server, f"{what}{describe(leaf)}")
 
 
 def _translate_code(server: str, exc: MCPError, responses: Sequence[HttpResponse], what: str) -> UpstreamError:

@@ -141,7 +141,7 @@ class Connection:
             logger.warning("server %s: stopped listing after %d pages", self.server, MAX_PAGES)
         return filter_tools(tools, self.config.tools.include, self.config.tools.exclude)
 
-    async def keepalive(self) -> None:
+    async def keepalive(self, timeout: float = KEEPALIVE_TIMEOUT) -> None:
         """Ping (a cheap list where ping is gone or unsupported); raises if the peer is dead.
 
         A connection busy with a call is alive by definition: its answer is what we wait for, and
@@ -149,7 +149,7 @@ class Connection:
         """
         if self.calls_in_flight:
             return
-        with anyio.move_on_after(KEEPALIVE_TIMEOUT) as scope:
+        with anyio.move_on_after(timeout) as scope:
             if not self.modern:
                 try:
                     await self.client.send_ping()
@@ -159,7 +159,7 @@ class Connection:
                         raise
             await self.client.list_tools(cache_mode="refresh")
         if scope.cancelled_caught and not self.calls_in_flight:
-            raise UpstreamUnavailable(self.server, f"no answer to a keepalive within {KEEPALIVE_TIMEOUT:g} s")
+            raise UpstreamUnavailable(self.server, f"no answer to a keepalive within {timeout:g} s")
 
     async def follow_changes(self) -> None:
         """Hold a modern `subscriptions/listen` stream open; its frames reach `Signals.on_message`."""

@@ -19,10 +19,10 @@ import anyio
 from mcp import types
 
 from proxy.config import UpstreamConfig
-from proxy.errors import SessionLost, UpstreamError, UpstreamRefused, UpstreamTimeout, UpstreamUnavailable
+from proxy.errors import SessionLost, describe, UpstreamError, UpstreamRefused, UpstreamTimeout, UpstreamUnavailable
 from proxy.upstream._availability import Availability
 from proxy.upstream._backoff import next_delay
-from proxy.upstream._connection import Connection, ProgressCallback, TransportChoice, connect
+from proxy.upstream._connection import KEEPALIVE_TIMEOUT, Connection, ProgressCallback, TransportChoice, connect
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +93,7 @@ class Fleet:
         log_dir: Path,
         mode: str = "auto",
         keepalive: float = KEEPALIVE_INTERVAL,
+        keepalive_timeout: float = KEEPALIVE_TIMEOUT,
         park_after: int = PARK_AFTER_FAILURES,
         reprobe: float = REPROBE_INTERVAL,
         grace: float = 60.0,
@@ -104,6 +105,7 @@ class Fleet:
         self._log_dir = log_dir
         self._mode = mode
         self._keepalive = keepalive
+        self._keepalive_timeout = keepalive_timeout
         self._park_after = park_after
         self._reprobe = reprobe
         self._grace = grace
@@ -195,7 +197,7 @@ class Fleet:
                     error = exc
                 except Exception as exc:  # a bug here must not take the other upstreams down
                     logger.exception("server %s: supervisor failed", up.name)
-                    error = UpstreamError(up.name, f"{type(exc).__name__}: {exc}")
+                    error = UpstreamError(up.name, describe(exc))
                 await self._after_failure(up, error)
         finally:
             up.connection = None
@@ -244,7 +246,7 @@ class Fleet:
             if signals.changed:
                 await self._refresh(up, conn)
             else:
-                await conn.keepalive()
+                await conn.keepalive(self._keepalive_timeout)
 
     async def _refresh(self, up: _Upstream, conn: Connection) -> None:
         """List every page and register the result: one `set_server_tools`, one generation bump."""
