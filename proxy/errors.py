@@ -210,8 +210,10 @@ def translate(
     what = f"{during}: " if during else ""
     if isinstance(leaf, MCPError):
         return _translate_code(server, leaf, responses, what)
-    if isinstance(leaf, httpx2.SSEError):
-        return UpstreamRefused(server, "not an MCP endpoint (no SSE event stream)")
+    if isinstance(leaf, httpx2.SSEError):  # once connected, the stream broke (an event over the limit)
+        if connecting:
+            return UpstreamRefused(server, "not an MCP endpoint (no SSE event stream)")
+        return UpstreamUnavailable(server, f"{what}the event stream failed ({describe(leaf)})")
     if isinstance(leaf, httpx2.HTTPStatusError):
         status = leaf.response.status_code
         if 400 <= status < 500 and status not in (408, 429):
@@ -232,7 +234,9 @@ def _translate_code(server: str, exc: MCPError, responses: Sequence[HttpResponse
     if exc.code == types.INVALID_REQUEST and responses and responses[-1][0] == 404:
         return SessionLost(server, f"{what}the server restarted and lost the session")
     if exc.code == types.CONNECTION_CLOSED and what:
-        return UpstreamUnavailable(server, f"connection lost during {what[:-2]}; the outcome of the call is uncertain")
+        return UpstreamUnavailable(
+            server, f"connection lost during {what[:-2]}; the outcome of the call is uncertain ({exc.message})"
+        )
     kind, meaning = _CODES.get(exc.code, (UpstreamError, "error"))
     return kind(server, f"{what}{meaning} (code {exc.code}: {exc.message})")
 

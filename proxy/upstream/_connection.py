@@ -19,7 +19,6 @@ import anyio
 import anyio.lowlevel
 import httpx2
 from mcp import Client, MCPError, types
-from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
@@ -34,6 +33,7 @@ from proxy.errors import (
     rejected_by_http,
     translate,
 )
+from proxy.upstream._sse import sse_transport
 from proxy.upstream._stdio import stdio_transport
 
 logger = logging.getLogger(__name__)
@@ -203,12 +203,18 @@ class Connection:
             error = translate(self.server, exc, responses=self.responses[seen:], during=f"tool {name!r}")
             if isinstance(error, UpstreamTimeout):
                 error = UpstreamTimeout(self.server, f"tool {name!r} gave no answer within {timeout:g} s; cancelled")
-            elif isinstance(error, UpstreamUnavailable):
+            elif isinstance(error, UpstreamUnavailable) and not self._request_stream_failed(exc):
                 self.signals.mark_lost()
             raise error from exc
         finally:
             self.calls_in_flight -= 1
         return strip_server_info(result)
+
+    def _request_stream_failed(self, exc: Exception) -> bool:
+        """Over Streamable HTTP each request has its own stream: one closing (an event over
+        `max_message_bytes`) fails that call alone, and the connection lives on."""
+        return (self.transport == "streamable-http" and isinstance(exc, MCPError)
+                and exc.code == types.CONNECTION_CLOSED)
 
 
 # --- opening a connection ------------------------------------------------------------------------
@@ -226,14 +232,6 @@ def _http_client(config: UpstreamConfig, responses: list[HttpResponse], **overri
     return httpx2.AsyncClient(**options, event_hooks={"response": [record]})
 
 
-def _sse(config: UpstreamConfig, responses: list[HttpResponse]) -> Any:
-    def factory(headers: Any = None, timeout: Any = None, auth: Any = None) -> httpx2.AsyncClient:
-        return _http_client(config, responses, headers=headers, timeout=timeout, auth=auth)
-
-    assert config.url is not None
-    return sse_client(config.url, headers=dict(config.headers), httpx_client_factory=factory)
-
-
 async def _enter(stack: AsyncExitStack, transport: Any, signals: Signals, mode: str) -> Client:
     client = Client(transport, mode=mode, message_handler=signals.on_message, client_info=CLIENT_INFO, cache=None)
     return await stack.enter_async_context(client)
@@ -248,7 +246,9 @@ async def _open_http(
         try:
             async with AsyncExitStack() as attempt:
                 http = await attempt.enter_async_context(_http_client(config, responses))
-                client = await _enter(attempt, streamable_http_client(config.url, http_client=http), signals, mode)
+                stream = streamable_http_client(config.url, http_client=http,
+                                                max_sse_event_size=config.max_message_bytes)
+                client = await _enter(attempt, stream, signals, mode)
                 await stack.enter_async_context(attempt.pop_all())
                 return client, "streamable-http"
         except Exception:
@@ -256,7 +256,9 @@ async def _open_http(
                 raise
             logger.info("server %s: Streamable HTTP rejected; trying SSE", config.name)
             responses.clear()
-    return await _enter(stack, _sse(config, responses), signals, mode), "sse"
+    http = await stack.enter_async_context(_http_client(config, responses))
+    sse = sse_transport(http, config.url, config.name, config.max_message_bytes)
+    return await _enter(stack, sse, signals, mode), "sse"
 
 
 @asynccontextmanager

@@ -19,7 +19,7 @@ import anyio
 from mcp import types
 
 from proxy.config import UpstreamConfig
-from proxy.errors import SessionLost, describe, UpstreamError, UpstreamRefused, UpstreamTimeout, UpstreamUnavailable
+from proxy.errors import SessionLost, UpstreamError, UpstreamRefused, UpstreamTimeout, UpstreamUnavailable, describe
 from proxy.upstream._availability import Availability
 from proxy.upstream._backoff import next_delay
 from proxy.upstream._connection import KEEPALIVE_TIMEOUT, Connection, ProgressCallback, TransportChoice, connect
