@@ -105,11 +105,14 @@ class BridgeError(ToolCallError):
 
 
 class UnknownTool(ToolCallError):
-    def __init__(self, name: str, suggestions: list[str]) -> None:
+    """`searchable` is False when the session's list has no `tool_search` to point to."""
+
+    def __init__(self, name: str, suggestions: list[str], *, searchable: bool = True) -> None:
         self.name = name
         self.suggestions = suggestions
         hint = f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
-        super().__init__(f"Unknown tool '{name}'.{hint} Use tool_search to find tools.")
+        where = "Use tool_search to find tools." if searchable else "List the tools again (tools/list)."
+        super().__init__(f"Unknown tool '{name}'.{hint} {where}")
 
 
 class OutOfScope(ToolCallError):

@@ -54,14 +54,20 @@ def build_surface(
     deferred: Mapping[str, Sequence[types.Tool]],
     settings: ToolSearchSettings,
     context_tokens: int | None,
+    *,
+    deferrable: bool | None = None,
 ) -> Surface:
     """Build a session's tool surface from its core tools and its deferred tools per server label.
 
     Tool names must be unique across `core` and `deferred` (the registry guarantees it); sorting
-    by name is what makes the answer independent of input order.
+    by name is what makes the answer independent of input order. `deferrable` says whether the
+    session's known catalog has deferred tools, servers that are down included (default: whether
+    `deferred` is non-empty): the tier follows it, so it does not flip while servers restart.
     """
     count = sum(len(tools) for tools in deferred.values())
-    if count == 0 or settings.enabled == "off":
+    if deferrable is None:
+        deferrable = count > 0
+    if not deferrable or settings.enabled == "off":
         everything = [*core, *(tool for tools in deferred.values() for tool in tools)]
         return Surface(_by_name(everything), "pass-through", "none", 0, 0, count)
     budget = 0 if settings.listing == "off" else listing_budget(context_tokens, settings)

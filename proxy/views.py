@@ -128,12 +128,14 @@ class Views:
         tools = self.registry.tools
         scope = frozenset(n for n in allowed if tools[n].server not in unavailable)
         core, deferred = split_core(scope, self.toolsets.core)
+        known_deferred = split_core(allowed, self.toolsets.core)[1]
         by_server: dict[str, list[types.Tool]] = {}
         for name in deferred:
             by_server.setdefault(tools[name].server, []).append(tools[name].tool)
         context = profile.context_tokens or self.default_context_tokens
         surface = build_surface(
-            [tools[n].tool for n in core], by_server, self.toolsets.tool_search, context
+            [tools[n].tool for n in core], by_server, self.toolsets.tool_search, context,
+            deferrable=bool(known_deferred),
         )
         return SessionView(
             profile_name, context, allowed, core, deferred, surface, _fingerprint(surface.tools)

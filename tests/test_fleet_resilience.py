@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ from servers.harness import running_fleet, stdio_config
 
 from proxy.config import UpstreamConfig
 from proxy.errors import UpstreamUnavailable
+from proxy.upstream import UpstreamState
 
 pytestmark = pytest.mark.anyio
 
@@ -66,3 +69,28 @@ async def test_a_result_over_the_limit_fails_that_call_alone(tmp_path: Path) -> 
                         await fleet.call_tool("web", "big", {"size": 200_000})
                 assert text(await fleet.call_tool("web", "big", {"size": 1000})) == "x" * 1000
             assert fleet.status() == before  # never reconnected
+
+
+async def test_a_call_during_a_restart_waits_for_the_server(tmp_path: Path) -> None:
+    async with running_fleet([stdio_config("a", restart_wait=20), stdio_config("b", restart_wait=0.1)],
+                             tmp_path) as (fleet, _):
+        with anyio.fail_after(20):
+            await fleet.ready.wait()
+        for name in ("a", "b"):
+            os.kill(int(text(await fleet.call_tool(name, "pid", {}))), signal.SIGKILL)
+        with anyio.fail_after(10):
+            await fleet.wait_state("a", UpstreamState.BACKOFF)
+            await fleet.wait_state("b", UpstreamState.BACKOFF)
+        with pytest.raises(UpstreamUnavailable, match="temporarily unavailable"):
+            await fleet.call_tool("b", "echo", {"text": "hi"})  # its wait is shorter than a restart
+        with anyio.fail_after(30):
+            assert text(await fleet.call_tool("a", "echo", {"text": "hi"})) == "hi"
+
+
+async def test_a_parked_server_fails_a_call_at_once(tmp_path: Path) -> None:
+    config = UpstreamConfig(name="missing", command="no-such-command-anywhere", restart_wait=30)
+    async with running_fleet([config], tmp_path) as (fleet, _):
+        with anyio.fail_after(5):
+            await fleet.wait_state("missing", UpstreamState.PARKED)
+            with pytest.raises(UpstreamUnavailable, match="temporarily unavailable"):
+                await fleet.call_tool("missing", "echo", {})

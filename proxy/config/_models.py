@@ -48,6 +48,7 @@ class UpstreamConfig(_Frozen):
     connect_timeout: float = Field(default=60, gt=0)
     # The largest message accepted from this upstream (a stdio line, a Streamable HTTP event).
     max_message_bytes: int = Field(default=MAX_MESSAGE_BYTES, gt=0)
+    restart_wait: float = Field(default=5, ge=0)  # how long a call waits for a restarting server
     tools: ToolFilter = ToolFilter()
 
     @field_validator("args", mode="before")

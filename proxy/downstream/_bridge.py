@@ -193,7 +193,7 @@ async def prepare_call(views: Views, view: SessionView, arguments: Mapping[str, 
         raise BridgeError(f"'{name}' is a core tool: call it directly, not through tool_call")
     entry = views.registry.get(name)
     if entry is None:
-        raise UnknownTool(name, suggest(view, name))
+        raise UnknownTool(name, suggest(view, name), searchable=view.surface.tier == "bridge")
     if name not in view.allowed:
         raise OutOfScope(name)
     return PreparedCall(entry, await check_arguments(tool_arguments, entry.input_schema))

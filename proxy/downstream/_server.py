@@ -25,6 +25,7 @@ from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from proxy import __version__
 from proxy.downstream import _bridge as bridge
+from proxy.downstream._arguments import check_arguments
 from proxy.errors import InvalidArguments, ToolbridgeError, UnknownTool, redact
 from proxy.registry import ToolEntry
 from proxy.upstream import ProgressCallback
@@ -236,20 +237,20 @@ class Handlers:
     async def _dispatch(
         self, ctx: RequestContext, view: SessionView, name: str, arguments: dict[str, Any]
     ) -> types.CallToolResult:
-        if view.surface.tier == "bridge":
-            if name == "tool_search":
-                await bridge.prepare_search(self.views, arguments)
-                return _text_result(bridge.search(self.views, view, arguments))
-            if name == "tool_describe":
-                return _text_result(bridge.describe(self.views, view, arguments))
-            if name == "tool_call":
-                prepared = await bridge.prepare_call(self.views, view, arguments)
-                return await self._forward(ctx, prepared.entry, prepared.arguments)
+        """Bridge tools answer in every tier: a client may hold a list from before a change."""
+        if name == "tool_search":
+            await bridge.prepare_search(self.views, arguments)
+            return _text_result(bridge.search(self.views, view, arguments))
+        if name == "tool_describe":
+            return _text_result(bridge.describe(self.views, view, arguments))
+        if name == "tool_call":
+            prepared = await bridge.prepare_call(self.views, view, arguments)
+            return await self._forward(ctx, prepared.entry, prepared.arguments)
         direct = view.core if view.surface.tier == "bridge" else view.scope
         entry = self.views.registry.get(name)
         if entry is None or name not in direct:
-            raise UnknownTool(name, bridge.suggest(view, name))
-        return await self._forward(ctx, entry, arguments)
+            raise UnknownTool(name, bridge.suggest(view, name), searchable=view.surface.tier == "bridge")
+        return await self._forward(ctx, entry, await check_arguments(arguments, entry.input_schema))
 
     async def _forward(self, ctx: RequestContext, entry: ToolEntry, arguments: dict[str, Any]) -> types.CallToolResult:
         async def progress(value: float, total: float | None, message: str | None) -> None:

@@ -29,7 +29,6 @@ logger = logging.getLogger(__name__)
 KEEPALIVE_INTERVAL = 30.0
 PARK_AFTER_FAILURES = 5
 REPROBE_INTERVAL = 300.0
-STABLE_AFTER = 60.0  # a connection that lived this long wipes the failure count
 
 
 class ToolSink(Protocol):
@@ -161,7 +160,9 @@ class Fleet:
         """Call a tool on `server`'s live connection, from the caller's task.
 
         Cancelling the caller cancels the upstream request; progress is passed through. A call
-        that finds the upstream's session gone (it restarted) is retried once after reconnecting.
+        to a server that is restarting waits for it (`restart_wait`; one still starting: its
+        `connect_timeout`). A call that finds the upstream's session gone (it restarted) is
+        retried once after reconnecting.
 
         Raises:
             UpstreamUnavailable: the server is not connected, or died during the call.
@@ -171,9 +172,7 @@ class Fleet:
         up = self._servers.get(server)
         if up is None:
             raise UpstreamUnavailable(server, "no such upstream")
-        conn = up.connection
-        if up.state is not UpstreamState.READY or conn is None:
-            raise UpstreamUnavailable(server, f"temporarily unavailable ({up.reason})")
+        conn = await self._live_connection(up)
         try:
             return await conn.call_tool(raw_name, arguments, timeout=up.config.timeout,
                                         progress_callback=progress_callback)
@@ -184,6 +183,22 @@ class Fleet:
             raise UpstreamUnavailable(server, f"temporarily unavailable ({up.reason})")
         return await conn.call_tool(raw_name, arguments, timeout=up.config.timeout,
                                     progress_callback=progress_callback)
+
+    async def _live_connection(self, up: _Upstream) -> Connection:
+        """The server's connection, after a bounded wait if it is (re)starting (SPEC §6.7).
+
+        Raises:
+            UpstreamUnavailable: still not connected after the wait, or parked or disabled.
+        """
+        waiting = (UpstreamState.STARTING, UpstreamState.BACKOFF)
+        if up.state in waiting:
+            bound = up.config.connect_timeout if up.state is UpstreamState.STARTING else up.config.restart_wait
+            with anyio.move_on_after(bound):
+                while up.state in waiting:
+                    await up.state_changed.wait()
+        if up.state is not UpstreamState.READY or up.connection is None:
+            raise UpstreamUnavailable(up.name, f"temporarily unavailable ({up.reason})")
+        return up.connection
 
     # --- supervision -----------------------------------------------------------------------------
 
@@ -230,7 +245,7 @@ class Fleet:
                     up.connection = None  # the fleet is stopping: nothing to report or retry
                     raise
                 except Exception:
-                    self._drop(up, anyio.current_time() - started)
+                    self._drop(up)
                     raise
                 tg.cancel_scope.cancel()
         if scope.cancelled_caught:
@@ -258,11 +273,14 @@ class Fleet:
             logger.info("server %s: %d tools (+%d ~%d -%d)", up.name, len(tools),
                         len(change.added), len(change.replaced), len(change.removed))
 
-    def _drop(self, up: _Upstream, uptime: float) -> None:
-        """The connection is ending: stop routing calls to it before it is torn down."""
+    def _drop(self, up: _Upstream) -> None:
+        """The connection is ending: stop routing calls to it before it is torn down.
+
+        It was up, so the server can start: its backoff starts over, and a server killed now and
+        then is restarted within a call's `restart_wait` instead of drifting towards parking.
+        """
         up.connection = None
-        if uptime >= STABLE_AFTER:
-            up.failures = 0
+        up.failures = 0
         if up.state is UpstreamState.READY:
             self._set_state(up, UpstreamState.BACKOFF, "connection closed")
 
