@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 
 MAX_LENGTH = 64
 SEPARATOR = "__"
@@ -33,6 +33,15 @@ def _digest(server: str, raw_name: str, salt: int) -> str:
 def _with_digest(base: str, server: str, raw_name: str, salt: int = 0) -> str:
     keep = MAX_LENGTH - _HASH_LENGTH - 1
     return f"{base[:keep]}_{_digest(server, raw_name, salt)}"
+
+
+def disambiguate(name: str, server: str, raw_name: str, taken: Container[str]) -> str:
+    """The form of a qualified name that more than one server claims: each gets its own hash,
+    salted past any name in `taken` (a raw name can spell out another tool's hashed form)."""
+    salt = 0
+    while (hashed := _with_digest(name, server, raw_name, salt)) in taken:
+        salt += 1
+    return hashed
 
 
 def qualify_names(server: str, raw_names: Iterable[str]) -> dict[str, str]:

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 from mcp import types
 
-from proxy.names import BRIDGE_NAMES, qualify_names, server_toolset
+from proxy.names import BRIDGE_NAMES, disambiguate, qualify_names, server_toolset
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +63,9 @@ class Registry:
     def __init__(self) -> None:
         self._tools: dict[str, ToolEntry] = {}
         self._by_server: dict[str, dict[str, ToolEntry]] = {}
+        self._offered: dict[str, dict[str, types.Tool]] = {}  # server → raw name → tool
+        self._plain: dict[str, dict[str, str]] = {}  # server → raw name → its plain qualified name
+        self._claims: dict[str, set[str]] = {}  # plain qualified name → the servers that claim it
         self._listeners: list[Listener] = []
         self._changed = anyio.Event()
         self.generation = 0
@@ -101,27 +104,43 @@ class Registry:
     def set_server_tools(self, server: str, tools: Iterable[types.Tool]) -> ServerChange:
         """Make `tools` the server's whole tool set: add new, replace changed, drop vanished.
 
-        Bumps the generation once if anything changed. Names owned by another server, and the
-        reserved bridge names, are refused and logged, never raised.
+        Bumps the generation if anything changed. A plain qualified name that two servers claim
+        (server `a`, tool `b__c` and server `a__b`, tool `c`) goes to neither: each gets its hashed
+        form, whichever connected first, so the same catalog always gives the same names. The
+        reserved bridge names are refused and logged, never raised.
         """
         by_raw = {tool.name: tool for tool in tools}
-        qualified = qualify_names(server, by_raw)
+        old_plain = set(self._plain.get(server, {}).values())
+        for name in old_plain:
+            self._claims[name].discard(server)
+        plain = qualify_names(server, by_raw)
+        self._offered[server], self._plain[server] = by_raw, plain
+        for name in plain.values():
+            self._claims.setdefault(name, set()).add(server)
+        others = {s for name in old_plain | set(plain.values()) for s in self._claims.get(name, ())} - {server}
+        change = self._apply(server)
+        for other in sorted(others):
+            self._apply(other)
+        for name in old_plain:
+            if not self._claims.get(name, True):
+                del self._claims[name]
+        if not by_raw:
+            del self._offered[server], self._plain[server]
+        return change
+
+    def _apply(self, server: str) -> ServerChange:
+        """Recompute one server's entries from what it offers and who else claims its names."""
+        by_raw = self._offered.get(server, {})
         old = self._by_server.get(server, {})
         new: dict[str, ToolEntry] = {}
         refused: list[str] = []
-        for raw, name in qualified.items():
-            owner = self._tools.get(name)
+        for raw, name in self._plain.get(server, {}).items():
             if name in BRIDGE_NAMES:
                 refused.append(name)
                 logger.warning("server %s: tool name %s is reserved; tool %r skipped", server, name, raw)
                 continue
-            if owner is not None and owner.server != server:
-                refused.append(name)
-                logger.warning(
-                    "server %s: tool name %s is already taken by server %s; tool %r skipped",
-                    server, name, owner.server, raw,
-                )
-                continue
+            if len(self._claims[name]) > 1:
+                name = disambiguate(name, server, raw, self._claims)
             new[name] = ToolEntry(name, server, raw, by_raw[raw].model_copy(update={"name": name}))
         added = tuple(sorted(n for n in new if n not in old))
         removed = tuple(sorted(n for n in old if n not in new))
