@@ -17,6 +17,7 @@ import anyio
 from mcp import types
 
 from proxy.names import BRIDGE_NAMES, disambiguate, qualify_names, server_toolset
+from proxy.text import clean, clean_strings
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +56,18 @@ class ServerChange:
 
 
 Listener = Callable[[str, Sequence[ToolEntry]], None]
+
+
+def _as_shown(tool: types.Tool, name: str) -> types.Tool:
+    """The tool renamed and its texts cleaned (SPEC §8): what every listing, search and describe shows."""
+    update: dict[str, Any] = {"name": name, "input_schema": clean_strings(tool.input_schema)}
+    if tool.description is not None:
+        update["description"] = clean(tool.description)
+    if tool.title is not None:
+        update["title"] = clean(tool.title)
+    if tool.output_schema is not None:
+        update["output_schema"] = clean_strings(tool.output_schema)
+    return tool.model_copy(update=update)
 
 
 class Registry:
@@ -141,7 +154,7 @@ class Registry:
                 continue
             if len(self._claims[name]) > 1:
                 name = disambiguate(name, server, raw, self._claims)
-            new[name] = ToolEntry(name, server, raw, by_raw[raw].model_copy(update={"name": name}))
+            new[name] = ToolEntry(name, server, raw, _as_shown(by_raw[raw], name))
         added = tuple(sorted(n for n in new if n not in old))
         removed = tuple(sorted(n for n in old if n not in new))
         replaced = tuple(sorted(n for n in new if n in old and new[n] != old[n]))

@@ -179,3 +179,31 @@ def text(result: types.CallToolResult) -> str:
 async def run(client: Client, label: str, arguments: dict[str, Any], into: dict[str, types.CallToolResult]) -> None:
     with anyio.fail_after(20):
         into[label] = await client.call_tool("tool_call", arguments)
+
+
+HIDDEN = {
+    "tag": "\U000e0049\U000e0067\U000e006e\U000e006f\U000e0072\U000e0065",
+    "bidi": "\u202etxt.exe\u202c",
+    "zero-width": "a\u200bb\u200dc\ufeff",
+    "escape": "\x1b[2J\x1b]0;pwned\x07",
+    "nul": "\x00\x01\x7f\x85",
+}
+
+
+def shown(text: str) -> bool:
+    return not any(ch in text for value in HIDDEN.values() for ch in value if not ch.isalnum() and ch not in ".;[]")
+
+
+async def test_hidden_characters_never_reach_a_listing_a_search_or_a_describe() -> None:
+    description = "Read a file. " + " ".join(f"{k}:{v}" for k, v in HIDDEN.items())
+    schema_text = {"path": {"type": "string", "description": "Path " + HIDDEN["tag"]}}
+    upstreams = [Upstream("files", [tool("read", description, schema_text)])]
+    async with gateway(upstreams) as harness, Client(harness.server) as client:
+        listed = (await client.list_tools()).tools
+        found = await client.call_tool("tool_search", {"queries": ["read file"]})
+        described = await client.call_tool("tool_describe", {"names": ["files__read"]})
+    texts = [t.description or "" for t in listed] + [text(found), text(described)]
+    for each in texts:
+        assert shown(each), repr(each)
+    assert "\ufffd" in text(described)  # a visible marker where something was taken out
+    assert "Read a file." in text(described)
