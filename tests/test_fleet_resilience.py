@@ -13,7 +13,7 @@ import pytest
 from conftest import serve_app
 from mcp import types
 from servers.controllable import http_app, sse_app
-from servers.harness import running_fleet, stdio_config
+from servers.harness import running_fleet, stdio_config, tiny_config
 
 from proxy.config import UpstreamConfig
 from proxy.errors import UpstreamUnavailable
@@ -94,3 +94,25 @@ async def test_a_parked_server_fails_a_call_at_once(tmp_path: Path) -> None:
             await fleet.wait_state("missing", UpstreamState.PARKED)
             with pytest.raises(UpstreamUnavailable, match="temporarily unavailable"):
                 await fleet.call_tool("missing", "echo", {})
+
+
+async def test_one_tool_nested_too_deep_is_skipped_and_named(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with running_fleet([tiny_config("deep", "--deep-tool", "150")], tmp_path) as (fleet, registry):
+        with anyio.fail_after(10):
+            await fleet.ready.wait()
+        assert sorted(registry.tools) == ["deep__echo"]
+    skipped = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert skipped == ["server deep: tool 'deep' skipped: its definition nests deeper than 128 levels"]
+
+
+async def test_stdout_noise_is_one_named_rate_limited_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    async with running_fleet([tiny_config("noisy", "--noise", "40")], tmp_path) as (fleet, _):
+        with anyio.fail_after(10):
+            await fleet.ready.wait()
+        for _ in range(5):
+            assert text(await fleet.call_tool("noisy", "echo", {"text": "hi"})) == "hi"
+    noise = [r for r in caplog.records if "not JSON-RPC" in r.getMessage()]
+    assert len(noise) == 1 and "server noisy" in noise[0].getMessage() and noise[0].exc_info is None
+    assert not [r for r in caplog.records if r.exc_info]

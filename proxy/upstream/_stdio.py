@@ -29,6 +29,7 @@ from mcp.types import jsonrpc_message_adapter
 
 from proxy.config import UpstreamConfig
 from proxy.errors import UpstreamRefused
+from proxy.upstream._salvage import salvage_tool_list
 
 logger = logging.getLogger(__name__)
 
@@ -90,8 +91,10 @@ async def _pump_stdout(
                     try:
                         message = jsonrpc_message_adapter.validate_json(line, by_name=False)
                     except ValueError:
-                        noise.report(line)
-                        continue
+                        message = salvage_tool_list(line, server)
+                        if message is None:
+                            noise.report(line)
+                            continue
                     await send.send(SessionMessage(message))
 
 

@@ -36,6 +36,18 @@ def answer(request: dict) -> dict | None:
     return {"jsonrpc": "2.0", "id": ident, "result": result}
 
 
+def _option(flag: str) -> str | None:
+    return sys.argv[sys.argv.index(flag) + 1] if flag in sys.argv else None
+
+
+def deep_tool(levels: int) -> dict:
+    """A tool whose schema nests `levels` objects deep."""
+    schema: dict = {"type": "string"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"x": schema}}
+    return {"name": "deep", "description": "Nested too deep.", "inputSchema": schema}
+
+
 def main() -> None:
     if "--fail-while" in sys.argv and os.path.exists(sys.argv[sys.argv.index("--fail-while") + 1]):
         sys.exit(3)
@@ -43,9 +55,13 @@ def main() -> None:
         time.sleep(3600)
     if "--slow-start" in sys.argv:
         time.sleep(float(sys.argv[sys.argv.index("--slow-start") + 1]))
+    if (levels := _option("--deep-tool")) is not None:
+        TOOLS.append(deep_tool(int(levels)))
+    noise = int(_option("--noise") or 0)  # lines that are not JSON-RPC, printed before each answer
     for line in sys.stdin:
         reply = answer(json.loads(line))
         if reply is not None:
+            sys.stdout.write("starting up... not JSON\n" * noise)
             sys.stdout.write(json.dumps(reply) + "\n")
             sys.stdout.flush()
 
