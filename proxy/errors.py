@@ -254,12 +254,15 @@ _SECRET_PATTERNS = [
                    r"[^\s\"',;&]+"),
         lambda m: f"{m.group(1)}{m.group(2) + ' ' if m.group(2) else ''}{_REDACTED}",
     ),
-    (re.compile(r"(?i)\b(bearer|basic)\s+(?!\[REDACTED\])[A-Za-z0-9._~+/=-]+"), rf"\1 {_REDACTED}"),
-    # `key=value`, `key: value`, `"key": "value"`, for any name ending in a secret-ish word:
-    # OPENAI_API_KEY=, client_secret=, refresh_token: ...
+    # A scheme and a credential (one with a digit or punctuation: "a basic command" is prose).
+    (re.compile(r"(?i)\b(bearer|basic)\s+(?!\[REDACTED\])(?=[A-Za-z]*[0-9._~+/=-])[A-Za-z0-9._~+/=-]+"),
+     rf"\1 {_REDACTED}"),
+    # `key=value`, `key: value`, `"key": "value"`, for any name ending in a secret-ish word that
+    # starts a word part (OPENAI_API_KEY=, client_secret=, apiKey:, refresh_token:), not "monkey:".
     (
         re.compile(
-            r"(?i)\b([A-Za-z0-9_.-]*?(?:key|token|secret|password|passwd|pwd|auth|credentials?))"
+            r"\b([A-Za-z0-9_.-]*?(?:(?<![A-Za-z])(?i:api_?key|key|token|secret|password|passwd|pwd|auth"
+            r"|credentials?)|Key|Token|Secret|Password|Auth|Credentials?))"
             r"([\"']?\s*[=:]\s*)(?!\[REDACTED\])(\"[^\"]*\"|'[^']*'|[^\s&,;\"'}\]]+)"
         ),
         rf"\1\2{_REDACTED}",

@@ -22,18 +22,29 @@ def answer(request: dict) -> dict | None:
     if ident is None:
         return None  # a notification
     if method == "initialize":
-        result = {"protocolVersion": VERSION, "capabilities": {"tools": {}},
+        result = {"protocolVersion": VERSION, "capabilities": {"tools": {"listChanged": True}},
                   "serverInfo": {"name": "tiny", "version": "1.0"}}
     elif method == "ping":
         result = {}
     elif method == "tools/list":
         result = {"tools": TOOLS}
+    elif method == "tools/call" and (request.get("params") or {}).get("name") == "burst":
+        burst(int(request["params"].get("arguments", {}).get("count", 1)))
+        result = {"content": [{"type": "text", "text": "ok"}]}
     elif method == "tools/call":
         text = (request.get("params") or {}).get("arguments", {}).get("text", "")
         result = {"content": [{"type": "text", "text": text}]}
     else:
         return {"jsonrpc": "2.0", "id": ident, "error": {"code": -32601, "message": "Method not found"}}
     return {"jsonrpc": "2.0", "id": ident, "result": result}
+
+
+def burst(count: int) -> None:
+    """Add `count` tools, announcing each with its own list_changed."""
+    for _ in range(count):
+        TOOLS.append({"name": f"burst_{len(TOOLS)}", "inputSchema": {"type": "object"}})
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}) + "\n")
+    sys.stdout.flush()
 
 
 def _option(flag: str) -> str | None:
@@ -57,6 +68,11 @@ def main() -> None:
         time.sleep(float(sys.argv[sys.argv.index("--slow-start") + 1]))
     if (levels := _option("--deep-tool")) is not None:
         TOOLS.append(deep_tool(int(levels)))
+    TOOLS.extend({"name": f"filler_{i:03d}", "description": f"Filler tool number {i}.",
+                  "inputSchema": {"type": "object"}} for i in range(int(_option("--extra-tools") or 0)))
+    if "--burst-tool" in sys.argv:
+        TOOLS.append({"name": "burst", "description": "Add tools, one list_changed each.",
+                      "inputSchema": {"type": "object", "properties": {"count": {"type": "integer"}}}})
     noise = int(_option("--noise") or 0)  # lines that are not JSON-RPC, printed before each answer
     for line in sys.stdin:
         reply = answer(json.loads(line))
