@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Container, Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 MAX_LENGTH = 64
 SEPARATOR = "__"
@@ -33,15 +34,6 @@ def _digest(server: str, raw_name: str, salt: int) -> str:
 def _with_digest(base: str, server: str, raw_name: str, salt: int = 0) -> str:
     keep = MAX_LENGTH - _HASH_LENGTH - 1
     return f"{base[:keep]}_{_digest(server, raw_name, salt)}"
-
-
-def disambiguate(name: str, server: str, raw_name: str, taken: Container[str]) -> str:
-    """The form of a qualified name that more than one server claims: each gets its own hash,
-    salted past any name in `taken` (a raw name can spell out another tool's hashed form)."""
-    salt = 0
-    while (hashed := _with_digest(name, server, raw_name, salt)) in taken:
-        salt += 1
-    return hashed
 
 
 def qualify_names(server: str, raw_names: Iterable[str]) -> dict[str, str]:
@@ -78,3 +70,60 @@ def qualify_names(server: str, raw_names: Iterable[str]) -> dict[str, str]:
         taken.add(name)
         qualified[raw] = name
     return {raw: qualified[raw] for raw in unique}
+
+
+_VALID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def _without_shared(names: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """Give every qualified name that more than one server spells its per-server hashed form,
+    salted past every name given out (a raw name can spell out another tool's hashed form)."""
+    claims: dict[str, int] = {}
+    for mapping in names.values():
+        for name in mapping.values():
+            claims[name] = claims.get(name, 0) + 1
+    taken = set(claims)
+    for server in sorted(names):
+        for raw, name in sorted(names[server].items()):
+            if claims[name] > 1:
+                salt = 0
+                while (hashed := _with_digest(name, server, raw, salt)) in taken:
+                    salt += 1
+                taken.add(hashed)
+                names[server][raw] = hashed
+    return names
+
+
+@dataclass(frozen=True)
+class NameSource:
+    """One server's raw names and whether it keeps them (`prefix: false`)."""
+
+    raw_names: frozenset[str]
+    prefix: bool = True
+
+
+def assign_names(
+    sources: Mapping[str, NameSource], reserved: Iterable[str] = ()
+) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """Every server's raw name → exposed name, and a warning per raw name that had to stay qualified.
+
+    Prefixed servers get `qualify_names`; a qualified name two servers spell alike (server `a`,
+    tool `b__c` and server `a__b`, tool `c`) goes to neither: each gets its hashed form. A
+    `prefix: false` server keeps a raw name when it is a valid client name, not `reserved`, not
+    another server's qualified name, and not kept by a server earlier in name order; otherwise that
+    name stays qualified. The answer depends only on the sources, never on the order servers
+    registered in.
+    """
+    names = _without_shared({server: qualify_names(server, source.raw_names) for server, source in sources.items()})
+    qualified_by = {name: s for s, mapping in names.items() for name in mapping.values()}
+    taken = set(reserved)
+    warnings: list[str] = []
+    for server in sorted(s for s, source in sources.items() if not source.prefix):
+        for raw in sorted(sources[server].raw_names):
+            if _VALID.fullmatch(raw) and raw not in taken and qualified_by.get(raw, server) == server:
+                names[server][raw] = raw
+                taken.add(raw)
+            else:
+                warnings.append(f"server {server}: name {raw!r} is taken, reserved or invalid; "
+                                f"kept as {names[server][raw]}")
+    return names, warnings

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 from mcp import types
 
-from proxy.names import BRIDGE_NAMES, disambiguate, qualify_names, server_toolset
+from proxy.names import BRIDGE_NAMES, NameSource, assign_names, server_toolset
 from proxy.text import clean, clean_strings
 
 logger = logging.getLogger(__name__)
@@ -76,10 +76,9 @@ class Registry:
     def __init__(self) -> None:
         self._tools: dict[str, ToolEntry] = {}
         self._by_server: dict[str, dict[str, ToolEntry]] = {}
-        self._offered: dict[str, dict[str, types.Tool]] = {}  # server → raw name → tool
-        self._plain: dict[str, dict[str, str]] = {}  # server → raw name → its plain qualified name
-        self._claims: dict[str, set[str]] = {}  # plain qualified name → the servers that claim it
         self._listeners: list[Listener] = []
+        self._sources: dict[str, tuple[NameSource, dict[str, types.Tool]]] = {}
+        self._warned: set[str] = set()
         self._changed = anyio.Event()
         self.generation = 0
 
@@ -114,46 +113,57 @@ class Registry:
         """
         self._listeners.append(listener)
 
-    def set_server_tools(self, server: str, tools: Iterable[types.Tool]) -> ServerChange:
+    def set_server_tools(self, server: str, tools: Iterable[types.Tool], *, prefix: bool = True) -> ServerChange:
         """Make `tools` the server's whole tool set: add new, replace changed, drop vanished.
 
-        Bumps the generation if anything changed. A plain qualified name that two servers claim
-        (server `a`, tool `b__c` and server `a__b`, tool `c`) goes to neither: each gets its hashed
-        form, whichever connected first, so the same catalog always gives the same names. The
-        reserved bridge names are refused and logged, never raised.
+        Bumps the generation once if anything changed. Names owned by another server, and the
+        reserved bridge names, are refused and logged, never raised. With `prefix=False` the tools
+        keep their raw names where `names.assign_names` allows; a server whose names that decision
+        moves (one earlier in name order arrived or left, or a second server now spells one of its
+        qualified names alike) is re-registered too.
         """
         by_raw = {tool.name: tool for tool in tools}
-        old_plain = set(self._plain.get(server, {}).values())
-        for name in old_plain:
-            self._claims[name].discard(server)
-        plain = qualify_names(server, by_raw)
-        self._offered[server], self._plain[server] = by_raw, plain
-        for name in plain.values():
-            self._claims.setdefault(name, set()).add(server)
-        others = {s for name in old_plain | set(plain.values()) for s in self._claims.get(name, ())} - {server}
-        change = self._apply(server)
-        for other in sorted(others):
-            self._apply(other)
-        for name in old_plain:
-            if not self._claims.get(name, True):
-                del self._claims[name]
-        if not by_raw:
-            del self._offered[server], self._plain[server]
+        if by_raw:
+            self._sources[server] = (NameSource(frozenset(by_raw), prefix), by_raw)
+        else:
+            self._sources.pop(server, None)
+        assigned = self._assign()
+        self._follow(assigned, server)  # a server losing a raw name to this one lets go first
+        change = self._apply(server, by_raw, assigned.get(server, {}))
+        self._follow(assigned, server)  # and one gaining a name this one let go takes it now
         return change
 
-    def _apply(self, server: str) -> ServerChange:
-        """Recompute one server's entries from what it offers and who else claims its names."""
-        by_raw = self._offered.get(server, {})
+    def _follow(self, assigned: dict[str, dict[str, str]], server: str) -> None:
+        for other, (_source, tools) in list(self._sources.items()):
+            current = {e.raw_name: e.name for e in self._by_server.get(other, {}).values()}
+            if other != server and assigned[other] != current:
+                self._apply(other, tools, assigned[other])
+
+    def _assign(self) -> dict[str, dict[str, str]]:
+        assigned, warnings = assign_names({s: source for s, (source, _) in self._sources.items()}, BRIDGE_NAMES)
+        for warning in warnings:
+            if warning not in self._warned:
+                self._warned.add(warning)
+                logger.warning("%s", warning)
+        return assigned
+
+    def _apply(self, server: str, by_raw: dict[str, types.Tool], qualified: dict[str, str]) -> ServerChange:
         old = self._by_server.get(server, {})
         new: dict[str, ToolEntry] = {}
         refused: list[str] = []
-        for raw, name in self._plain.get(server, {}).items():
+        for raw, name in qualified.items():
+            owner = self._tools.get(name)
             if name in BRIDGE_NAMES:
                 refused.append(name)
                 logger.warning("server %s: tool name %s is reserved; tool %r skipped", server, name, raw)
                 continue
-            if len(self._claims[name]) > 1:
-                name = disambiguate(name, server, raw, self._claims)
+            if owner is not None and owner.server != server:
+                refused.append(name)
+                logger.warning(
+                    "server %s: tool name %s is already taken by server %s; tool %r skipped",
+                    server, name, owner.server, raw,
+                )
+                continue
             new[name] = ToolEntry(name, server, raw, _as_shown(by_raw[raw], name))
         added = tuple(sorted(n for n in new if n not in old))
         removed = tuple(sorted(n for n in old if n not in new))

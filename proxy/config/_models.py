@@ -50,6 +50,10 @@ class UpstreamConfig(_Frozen):
     max_message_bytes: int = Field(default=MAX_MESSAGE_BYTES, gt=0)
     restart_wait: float = Field(default=5, ge=0)  # how long a call waits for a restarting server
     tools: ToolFilter = ToolFilter()
+    # The protocol era to speak upstream: `auto` probes 2026-07-28 and falls back to the handshake.
+    protocol: Literal["auto", "legacy", "2026"] = "auto"
+    # False: the server's tools and prompts keep their own names (collisions stay qualified).
+    prefix: bool = True
 
     @field_validator("args", mode="before")
     @classmethod
@@ -88,6 +92,11 @@ class UpstreamConfig(_Frozen):
     @property
     def is_stdio(self) -> bool:
         return self.command is not None
+
+    @property
+    def client_mode(self) -> str:
+        """The SDK `Client(mode=...)` for `protocol`."""
+        return {"auto": "auto", "legacy": "legacy", "2026": "2026-07-28"}[self.protocol]
 
 
 class ToolsetConfig(_Frozen):

@@ -10,17 +10,18 @@ from __future__ import annotations
 import enum
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import anyio
-from mcp import types
+from mcp import Client, types
 
 from proxy.config import UpstreamConfig
 from proxy.errors import SessionLost, UpstreamError, UpstreamRefused, UpstreamTimeout, UpstreamUnavailable, describe
 from proxy.upstream._availability import Availability
+from proxy.upstream._backchannel import BackChannel, NoticeSink
 from proxy.upstream._backoff import next_delay
 from proxy.upstream._connection import KEEPALIVE_TIMEOUT, Connection, ProgressCallback, TransportChoice, connect
 
@@ -29,16 +30,28 @@ logger = logging.getLogger(__name__)
 KEEPALIVE_INTERVAL = 30.0
 PARK_AFTER_FAILURES = 5
 REPROBE_INTERVAL = 300.0
+T = TypeVar("T")
 
 
 class ToolSink(Protocol):
     """Where the fleet puts each server's tools (the registry); it bumps on availability changes."""
 
-    def set_server_tools(self, server: str, tools: Iterable[types.Tool]) -> Any: ...
+    def set_server_tools(self, server: str, tools: Iterable[types.Tool], *, prefix: bool = True) -> Any: ...
 
     def remove_server(self, server: str) -> Any: ...
 
     def bump(self) -> None: ...
+
+
+class CatalogSink(Protocol):
+    """Where the fleet puts each server's resources, resource templates and prompts."""
+
+    def set_server_catalog(
+        self, server: str, resources: Iterable[types.Resource], templates: Iterable[types.ResourceTemplate],
+        prompts: Iterable[types.Prompt], *, prefix: bool = True,
+    ) -> None: ...
+
+    def remove_server(self, server: str) -> None: ...
 
 
 class UpstreamState(enum.Enum):
@@ -96,8 +109,12 @@ class Fleet:
         park_after: int = PARK_AFTER_FAILURES,
         reprobe: float = REPROBE_INTERVAL,
         grace: float = 60.0,
+        catalogs: CatalogSink | None = None,
+        notices: NoticeSink | None = None,
     ) -> None:
         self.registry = registry
+        self.catalogs = catalogs
+        self._notices = notices
         self.availability = Availability(check=self.is_ready, grace=grace)
         self.ready = anyio.Event()
         self._config_dir = config_dir
@@ -130,7 +147,7 @@ class Fleet:
                 await anyio.sleep_forever()
         finally:
             for up in self._servers.values():
-                self.registry.remove_server(up.name)
+                self._withdraw(up)
 
     def is_ready(self, server: str) -> bool:
         up = self._servers.get(server)
@@ -156,11 +173,13 @@ class Fleet:
         raw_name: str,
         arguments: dict[str, Any] | None,
         progress_callback: ProgressCallback | None = None,
+        channel: BackChannel | None = None,
     ) -> types.CallToolResult:
         """Call a tool on `server`'s live connection, from the caller's task.
 
-        Cancelling the caller cancels the upstream request; progress is passed through. A call
-        to a server that is restarting waits for it (`restart_wait`; one still starting: its
+        Cancelling the caller cancels the upstream request; progress is passed through, and the
+        upstream's sampling, elicitation, roots requests and logs go to `channel`. A call to a
+        server that is restarting waits for it (`restart_wait`; one still starting: its
         `connect_timeout`). A call that finds the upstream's session gone (it restarted) is
         retried once after reconnecting.
 
@@ -175,14 +194,37 @@ class Fleet:
         conn = await self._live_connection(up)
         try:
             return await conn.call_tool(raw_name, arguments, timeout=up.config.timeout,
-                                        progress_callback=progress_callback)
+                                        progress_callback=progress_callback, channel=channel)
         except SessionLost:
             await self._wait_replaced(up, conn)
         conn = up.connection
         if up.state is not UpstreamState.READY or conn is None:
             raise UpstreamUnavailable(server, f"temporarily unavailable ({up.reason})")
         return await conn.call_tool(raw_name, arguments, timeout=up.config.timeout,
-                                    progress_callback=progress_callback)
+                                    progress_callback=progress_callback, channel=channel)
+
+    async def request(
+        self, server: str, what: str, operation: Callable[[Client], Awaitable[T]], channel: BackChannel | None = None
+    ) -> T:
+        """Run a request other than a tool call (read, get, complete, subscribe, set level) on `server`.
+
+        Raises:
+            UpstreamUnavailable: the server is not connected, or died meanwhile.
+            UpstreamTimeout: no answer within the server's `timeout`.
+            UpstreamError: the upstream answered with an error.
+        """
+        up = self._servers.get(server)
+        conn = up.connection if up is not None else None
+        if up is None or up.state is not UpstreamState.READY or conn is None:
+            raise UpstreamUnavailable(server, "temporarily unavailable")
+        with anyio.move_on_after(up.config.timeout):
+            return await conn.request(what, operation, channel)
+        raise UpstreamTimeout(server, f"{what} gave no answer within {up.config.timeout:g} s; cancelled")
+
+    def logs(self, server: str) -> bool:
+        """Whether `server` is connected and takes `logging/setLevel`."""
+        up = self._servers.get(server)
+        return up is not None and up.connection is not None and up.connection.logs
 
     async def _live_connection(self, up: _Upstream) -> Connection:
         """The server's connection, after a bounded wait if it is (re)starting (SPEC §6.7).
@@ -216,7 +258,7 @@ class Fleet:
                 await self._after_failure(up, error)
         finally:
             up.connection = None
-            self.registry.remove_server(up.name)
+            self._withdraw(up)
 
     async def _connect_and_serve(self, up: _Upstream) -> None:
         """One connection's life: connect, list, serve until it ends.
@@ -228,8 +270,9 @@ class Fleet:
         started = anyio.current_time()
         with anyio.CancelScope(deadline=started + config.connect_timeout) as scope:
             async with (
-                connect(config, config_dir=self._config_dir, log_dir=self._log_dir,
-                        transport=up.transport, mode=self._mode) as conn,
+                connect(config, config_dir=self._config_dir, log_dir=self._log_dir, transport=up.transport,
+                        mode=self._mode if config.protocol == "auto" else config.client_mode,
+                        notices=self._notices) as conn,
                 anyio.create_task_group() as tg,
             ):
                 if conn.modern and conn.announces_changes:
@@ -267,8 +310,11 @@ class Fleet:
         """List every page and register the result: one `set_server_tools`, one generation bump."""
         conn.signals.changed = False  # a notification during the listing triggers one more refresh
         tools = await conn.list_tools()
+        if self.catalogs is not None:
+            resources, templates, prompts = await conn.list_catalog()
+            self.catalogs.set_server_catalog(up.name, resources, templates, prompts, prefix=up.config.prefix)
         up.tool_count = len(tools)
-        change = self.registry.set_server_tools(up.name, tools)
+        change = self.registry.set_server_tools(up.name, tools, prefix=up.config.prefix)
         if change.changed:
             logger.info("server %s: %d tools (+%d ~%d -%d)", up.name, len(tools),
                         len(change.added), len(change.replaced), len(change.removed))
@@ -291,7 +337,7 @@ class Fleet:
         if isinstance(error, UpstreamRefused) or up.failures >= self._park_after:
             logger.warning("%s; parked, re-probing every %g s", error, self._reprobe)
             self._set_state(up, UpstreamState.PARKED, error.reason)
-            self.registry.remove_server(up.name)
+            self._withdraw(up)
             await anyio.sleep(self._reprobe)
             return
         delay = next_delay(up.failures - 1)
@@ -300,6 +346,11 @@ class Fleet:
         await anyio.sleep(delay)
 
     # --- state bookkeeping -----------------------------------------------------------------------
+
+    def _withdraw(self, up: _Upstream) -> None:
+        self.registry.remove_server(up.name)
+        if self.catalogs is not None:
+            self.catalogs.remove_server(up.name)
 
     def _set_state(self, up: _Upstream, state: UpstreamState, reason: str) -> None:
         was_ready = up.state is UpstreamState.READY
