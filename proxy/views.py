@@ -98,6 +98,14 @@ class Views:
         if self.semantic is not None:
             self.semantic.set_server(server, docs)
 
+    def update_toolsets(self, toolsets: ToolsetsConfig) -> None:
+        """Adopt an edited `toolsets.yaml` (hot reload): every view is rebuilt, no upstream is touched."""
+        if toolsets == self.toolsets:
+            return
+        self.toolsets = toolsets
+        self._views.clear()
+        self.registry.bump()
+
     # --- profiles ----------------------------------------------------------------------------
 
     def has_profile(self, name: str) -> bool:

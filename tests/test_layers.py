@@ -25,6 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("listing", "search", "surface"),
     ("views",),
     ("downstream",),
+    ("ops",),
     ("app",),
     ("cli", "__main__"),
 )

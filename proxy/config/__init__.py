@@ -4,10 +4,19 @@ Nothing here does network or process I/O; loading reads files and returns proble
 """
 
 from proxy.config._importer import convert_client_config
-from proxy.config._loading import interpolate, load_config, load_toolsets, load_upstream, parse_tool_search
+from proxy.config._loading import (
+    interpolate,
+    keep_last_good,
+    load_config,
+    load_toolsets,
+    load_upstream,
+    parse_tool_search,
+)
 from proxy.config._models import (
     SERVER_NAME,
+    AuditConfig,
     Config,
+    MetricsConfig,
     ProfileConfig,
     ToolFilter,
     ToolSearchSettings,
@@ -18,7 +27,9 @@ from proxy.config._models import (
 
 __all__ = [
     "SERVER_NAME",
+    "AuditConfig",
     "Config",
+    "MetricsConfig",
     "ProfileConfig",
     "ToolFilter",
     "ToolSearchSettings",
@@ -27,6 +38,7 @@ __all__ = [
     "UpstreamConfig",
     "convert_client_config",
     "interpolate",
+    "keep_last_good",
     "load_config",
     "load_toolsets",
     "load_upstream",

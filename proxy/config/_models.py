@@ -124,8 +124,23 @@ class ToolSearchSettings(_Frozen):
     listing_max_tokens: int = 4000
     search_default_limit: int = 5
     max_search_limit: int = 25
-    # Hybrid ranking with local sentence embeddings; needs the optional `semantic` extra (proxy/semantic.py).
+    # Hybrid ranking with local sentence embeddings; needs the optional `semantic` extra.
     semantic: Literal["on", "off"] = "off"
+
+
+class MetricsConfig(_Frozen):
+    """`metrics:` — the first `top_tools` tools called get their own series; the rest count as `other`."""
+
+    top_tools: int = Field(default=50, ge=0, le=10_000)
+
+
+class AuditConfig(_Frozen):
+    """`audit:` — one JSON line per tool call, rotated; arguments only as a hash unless `arguments: full`."""
+
+    path: str = "logs/audit.jsonl"
+    arguments: Literal["hash", "full", "none"] = "hash"
+    max_bytes: int = Field(default=10 * 1024 * 1024, gt=0)
+    backups: int = Field(default=5, ge=0)
 
 
 class ToolsetsConfig(_Frozen):
@@ -136,6 +151,8 @@ class ToolsetsConfig(_Frozen):
     profiles: dict[str, ProfileConfig] = Field(default_factory=lambda: {"default": ProfileConfig()})
     startup_wait: float = Field(default=3.0, ge=0)
     tool_search: ToolSearchSettings = ToolSearchSettings()
+    metrics: MetricsConfig = MetricsConfig()
+    audit: AuditConfig | None = None
 
     @field_validator("toolsets", "profiles", mode="before")
     @classmethod

@@ -6,12 +6,17 @@ over Streamable HTTP behind the Host/Origin and bearer checks.
 
 from proxy.downstream import _bridge as bridge
 from proxy.downstream._arguments import check_arguments, coerce_arguments, validate_arguments
-from proxy.downstream._http import HttpApp, check_bearer, serve_http, transport_security
+from proxy.downstream._http import LOOPBACK_HOSTS, HttpApp, check_bearer, serve_http, transport_security
 from proxy.downstream._notifier import ChangeNotifier
+from proxy.downstream._observe import BRIDGE_SERVER, CallObserver, CallRecord
 from proxy.downstream._protocol import Upstreams
 from proxy.downstream._server import Handlers, build_server, session_key
 
 __all__ = [
+    "BRIDGE_SERVER",
+    "LOOPBACK_HOSTS",
+    "CallObserver",
+    "CallRecord",
     "ChangeNotifier",
     "Handlers",
     "HttpApp",

@@ -1,8 +1,8 @@
-"""Streamable HTTP transport: `/mcp`, `/mcp/<profile>` and `/healthz`.
+"""Streamable HTTP transport: `/mcp`, `/mcp/<profile>`, `/healthz`, and the operator's `/status`, `/metrics`.
 
 Every request passes the SDK's Host/Origin check (DNS-rebinding protection, configured here and
 applied first, so even `/healthz` answers only to allowed hosts) and, when a token is set, the
-bearer check, before it reaches the SDK's session manager.
+bearer check (all but `/healthz`), before it reaches the SDK's session manager.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from proxy.downstream._server import PROFILE_SCOPE_KEY
 logger = logging.getLogger(__name__)
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def transport_security(
@@ -66,11 +67,15 @@ class HttpApp:
         auth_token: str | None,
         has_profile: Callable[[str], bool],
         health: Callable[[], dict[str, Any]],
+        status: Callable[[], dict[str, Any]] | None = None,
+        metrics: Callable[[], bytes] | None = None,
     ) -> None:
         self.guard = TransportSecurityMiddleware(security)
         self.auth_token = auth_token
         self.has_profile = has_profile
         self.health = health
+        self.status = status
+        self.metrics = metrics
         self.sessions = StreamableHTTPSessionManager(server, security_settings=security)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -90,6 +95,12 @@ class HttpApp:
         if not check_bearer(Headers(scope=scope), self.auth_token):
             response = Response("Unauthorized", status_code=401, headers={"WWW-Authenticate": "Bearer"})
             await response(scope, receive, send)
+            return
+        if path == "/status" and self.status is not None:
+            await JSONResponse(self.status())(scope, receive, send)
+            return
+        if path == "/metrics" and self.metrics is not None:
+            await Response(self.metrics(), media_type=PROMETHEUS_TEXT)(scope, receive, send)
             return
         profile = self._profile_from_path(path)
         if profile is None:

@@ -50,6 +50,7 @@ class ChangeNotifier:
     def __init__(self, views: Views) -> None:
         self.views = views
         self.announced = views.registry.generation
+        self.sent = 0  # list_changed notifications delivered, for the operator's metrics
         self._subscribers: OrderedDict[Hashable, _Subscriber] = OrderedDict()
         self._pass_done = anyio.Event()
 
@@ -68,6 +69,11 @@ class ChangeNotifier:
 
     def forget(self, key: Hashable) -> None:
         self._subscribers.pop(key, None)
+
+    @property
+    def sessions(self) -> int:
+        """Sessions that would be told of a change: handshake-era ones that listed, and listen streams."""
+        return len(self._subscribers)
 
     async def wait_announced(self, generation: int) -> None:
         """Return once every change up to `generation` has been announced to whom it concerns."""
@@ -91,6 +97,7 @@ class ChangeNotifier:
                     if not await self._notify(subscriber, kind):
                         self.forget(key)
                         break
+                    self.sent += 1
             self.announced = generation
             self._pass_done.set()
             self._pass_done = anyio.Event()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import warnings
 from collections.abc import AsyncIterator, Hashable, Mapping
 from contextlib import asynccontextmanager
@@ -29,11 +30,12 @@ from proxy.downstream._arguments import check_arguments
 from proxy.downstream._channels import RequestContext, SessionChannel
 from proxy.downstream._logging import SessionLogs
 from proxy.downstream._notifier import ChangeNotifier, Kind
+from proxy.downstream._observe import BRIDGE_SERVER, CallObserver, CallRecord, ConnectionId, session_label
 from proxy.downstream._prompts import Prompts
 from proxy.downstream._protocol import Upstreams
 from proxy.downstream._resources import Resources
 from proxy.downstream._roundtrips import RoundTripChannel, RoundTrips
-from proxy.errors import InvalidArguments, ToolbridgeError, UnknownTool, redact
+from proxy.errors import InvalidArguments, ToolbridgeError, UnknownTool, UpstreamError, redact
 from proxy.registry import ToolEntry
 from proxy.upstream import BackChannel
 from proxy.views import SessionView, Views
@@ -48,13 +50,9 @@ _LIST_CHANGED: dict[Kind, type[types.ServerNotification]] = {
 }
 
 
-class _Connection:
-    """Identity of one stdio or in-memory connection: `Server.run()` enters the lifespan once per
-    connection on those transports, so the object it yields is the connection's own."""
-
-
 def session_key(ctx: RequestContext) -> Hashable | None:
-    """A public handle on the session: its `Mcp-Session-Id` over HTTP, its connection otherwise."""
+    """A public handle on the session: its `Mcp-Session-Id` over HTTP, its connection otherwise
+    (`Server.run()` enters the lifespan once per stdio or in-memory connection: it yields a `ConnectionId`)."""
     if ctx.request is not None:
         return ctx.request.headers.get("mcp-session-id")
     return ctx.lifespan_context
@@ -86,7 +84,9 @@ class Handlers:
         fleet_ready: anyio.Event,
         startup_wait: float,
         profile: str | None = None,
+        on_call: CallObserver | None = None,
     ) -> None:
+        self.on_call = on_call
         self.views = views
         self.upstreams = upstreams
         self.notifier = notifier
@@ -240,19 +240,30 @@ class Handlers:
     ) -> types.CallToolResult:
         view = await self._view(ctx)
         arguments = params.arguments or {}
+        started, clock = time.time(), time.perf_counter()
+        target: list[ToolEntry] = []  # the upstream tool this call reached, once known
+        error: Exception | None = None
         try:
-            return await self._dispatch(view, params.name, arguments, channel)
+            result = await self._dispatch(view, params.name, arguments, channel, target)
         except InvalidArguments as exc:
-            error = {"error": str(exc), "path": exc.path, "constraint": exc.constraint}
-            return _text_result({**error, "inputSchema": exc.input_schema}, is_error=True)
+            error = exc
+            payload = {"error": str(exc), "path": exc.path, "constraint": exc.constraint}
+            result = _text_result({**payload, "inputSchema": exc.input_schema}, is_error=True)
         except ToolbridgeError as exc:
-            return _text_result(str(exc), is_error=True)
+            error = exc
+            result = _text_result(str(exc), is_error=True)
         except Exception as exc:  # session boundary: one bad call never takes the session down
+            error = exc
             logger.exception("tool call %s failed", params.name)
-            return _text_result(f"toolbridge: internal error: {redact(str(exc))}", is_error=True)
+            result = _text_result(f"toolbridge: internal error: {redact(str(exc))}", is_error=True)
+        if self.on_call is not None:
+            self.on_call(_record(ctx, view, params.name, arguments, target, result, error,
+                                 started, time.perf_counter() - clock))
+        return result
 
     async def _dispatch(
-        self, view: SessionView, name: str, arguments: dict[str, Any], channel: SessionChannel | RoundTripChannel
+        self, view: SessionView, name: str, arguments: dict[str, Any], channel: SessionChannel | RoundTripChannel,
+        target: list[ToolEntry],
     ) -> types.CallToolResult:
         """Bridge tools answer in every tier: a client may hold a list from before a change."""
         if name == "tool_search":
@@ -262,11 +273,13 @@ class Handlers:
             return _text_result(bridge.describe(self.views, view, arguments))
         if name == "tool_call":
             prepared = await bridge.prepare_call(self.views, view, arguments)
+            target.append(prepared.entry)
             return await self._forward(prepared.entry, prepared.arguments, channel)
         direct = view.core if view.surface.tier == "bridge" else view.scope
         entry = self.views.registry.get(name)
         if entry is None or name not in direct:
             raise UnknownTool(name, bridge.suggest(view, name), searchable=view.surface.tier == "bridge")
+        target.append(entry)
         return await self._forward(entry, await check_arguments(arguments, entry.input_schema), channel)
 
     async def _forward(
@@ -274,6 +287,29 @@ class Handlers:
     ) -> types.CallToolResult:
         return await self.upstreams.call_tool(entry.server, entry.raw_name, arguments,
                                               progress_callback=channel.progress, channel=channel)
+
+
+def _record(
+    ctx: RequestContext, view: SessionView, name: str, arguments: dict[str, Any], target: list[ToolEntry],
+    result: types.CallToolResult, error: Exception | None, started: float, duration: float,
+) -> CallRecord:
+    """The operator's record of one answered call (metrics, the audit log)."""
+    entry = target[0] if target else None
+    bridged = name == "tool_call"
+    requested = arguments.get("name") if bridged else name
+    client = ctx.session.client_params.client_info if ctx.session.client_params is not None else None
+    if error is None:
+        outcome = "tool_error" if result.is_error else "ok"
+    else:
+        refused = isinstance(error, ToolbridgeError) and not isinstance(error, UpstreamError)
+        outcome = "refused" if refused else "failed"
+    return CallRecord(
+        started=started, duration=duration, session=session_label(session_key(ctx)), profile=view.profile,
+        client=client.name if client else None, client_version=client.version if client else None,
+        tool=entry.name if entry else str(requested), server=entry.server if entry else BRIDGE_SERVER,
+        via=name if bridged else None, outcome=outcome, error=type(error).__name__ if error else None,
+        arguments=arguments.get("arguments") or {} if bridged else arguments,
+    )
 
 
 class _AnnouncingServer(Server[Any]):
@@ -295,8 +331,8 @@ def build_server(handlers: Handlers) -> Server[Any]:
     """The SDK server that answers downstream clients with `handlers`."""
 
     @asynccontextmanager
-    async def per_connection(_server: Server[Any]) -> AsyncIterator[_Connection]:
-        connection = _Connection()
+    async def per_connection(_server: Server[Any]) -> AsyncIterator[ConnectionId]:
+        connection = ConnectionId()
         try:
             yield connection
         finally:

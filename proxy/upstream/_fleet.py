@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import logging
 import math
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,6 +74,8 @@ class ServerStatus:
     transport: str
     protocol_version: str | None
     last_error: str | None
+    restarts: int = 0
+    connected_since: float | None = None  # wall-clock seconds since the epoch
 
 
 @dataclass
@@ -86,6 +89,9 @@ class _Upstream:
     tool_count: int = 0
     failures: int = 0
     settled: bool = False
+    restarts: int = 0
+    connected_since: float | None = None
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     state_changed: anyio.Event = field(default_factory=anyio.Event)
 
     @property
@@ -126,28 +132,60 @@ class Fleet:
         self._reprobe = reprobe
         self._grace = grace
         self._servers: dict[str, _Upstream] = {}
-        for name, config in upstreams.items():
-            up = _Upstream(config, transport="stdio" if config.is_stdio else (config.transport or "auto"))
-            if not config.enabled:
-                up.state, up.reason, up.settled = UpstreamState.DISABLED, "disabled in config", True
-            self._servers[name] = up
+        self._desired: dict[str, UpstreamConfig] = dict(upstreams)
+        self._desired_changed = anyio.Event()
 
     # --- public API ------------------------------------------------------------------------------
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Supervise every enabled upstream until cancelled; reports started at once."""
+        """Supervise every enabled upstream until cancelled; reports started at once.
+
+        Applies `update()`s as they come: only added, removed and changed servers are touched.
+        """
         try:
             async with anyio.create_task_group() as tg:
-                for up in self._servers.values():
-                    if up.state is not UpstreamState.DISABLED:
-                        tg.start_soon(self._supervise, up, name=f"supervise {up.name}")
-                        tg.start_soon(self._withdraw_after_grace, up, name=f"grace {up.name}")
+                self._reconcile(tg)
                 self._check_ready()
                 task_status.started()
-                await anyio.sleep_forever()
+                while True:
+                    await self._desired_changed.wait()
+                    self._desired_changed = anyio.Event()
+                    self._reconcile(tg)
         finally:
             for up in self._servers.values():
                 self._withdraw(up)
+
+    def update(self, upstreams: Mapping[str, UpstreamConfig]) -> None:
+        """Adopt a new set of upstream configs (hot reload); `run()` applies it at once."""
+        self._desired = dict(upstreams)
+        self._desired_changed.set()
+
+    def _reconcile(self, tg: anyio.abc.TaskGroup) -> None:
+        """Stop removed and changed servers, start added and changed ones; leave the rest alone."""
+        for name in sorted(set(self._servers) - set(self._desired)):
+            logger.info("server %s: removed from the config; stopping it", name)
+            self._servers.pop(name).scope.cancel()
+        for name, config in sorted(self._desired.items()):
+            old = self._servers.get(name)
+            if old is not None and old.config == config:
+                continue
+            if old is not None:
+                logger.info("server %s: its config changed; restarting it", name)
+                old.scope.cancel()
+            up = self._servers[name] = _Upstream(
+                config, transport="stdio" if config.is_stdio else (config.transport or "auto"))
+            if not config.enabled:
+                up.state, up.reason, up.settled = UpstreamState.DISABLED, "disabled in config", True
+                self._withdraw(up)
+                continue
+            tg.start_soon(self._run_upstream, up, name=f"upstream {name}")
+        self._check_ready()
+
+    async def _run_upstream(self, up: _Upstream) -> None:
+        with up.scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._supervise, up)
+                tg.start_soon(self._withdraw_after_grace, up)
 
     def is_ready(self, server: str) -> bool:
         up = self._servers.get(server)
@@ -157,7 +195,8 @@ class Fleet:
         return [
             ServerStatus(up.name, up.state, up.reason, up.tool_count if up.state is UpstreamState.READY else 0,
                          up.connection.transport if up.connection else up.transport,
-                         up.connection.protocol_version if up.connection else None, up.last_error)
+                         up.connection.protocol_version if up.connection else None, up.last_error,
+                         up.restarts, up.connected_since)
             for up in sorted(self._servers.values(), key=lambda u: u.name)
         ]
 
@@ -258,7 +297,8 @@ class Fleet:
                 await self._after_failure(up, error)
         finally:
             up.connection = None
-            self._withdraw(up)
+            if self._servers.get(up.name, up) is up:  # a restarted server's successor keeps its tools
+                self._withdraw(up)
 
     async def _connect_and_serve(self, up: _Upstream) -> None:
         """One connection's life: connect, list, serve until it ends.
@@ -280,6 +320,8 @@ class Fleet:
                 await self._refresh(up, conn)
                 scope.deadline = math.inf
                 up.connection, up.transport = conn, conn.transport  # pins an SSE fallback
+                up.restarts += up.connected_since is not None
+                up.connected_since = time.time()
                 try:
                     self._set_state(up, UpstreamState.READY, f"connected ({conn.transport})")
                     self._settle(up)
@@ -337,7 +379,8 @@ class Fleet:
         if isinstance(error, UpstreamRefused) or up.failures >= self._park_after:
             logger.warning("%s; parked, re-probing every %g s", error, self._reprobe)
             self._set_state(up, UpstreamState.PARKED, error.reason)
-            self._withdraw(up)
+            if self._servers.get(up.name) is up:
+                self._withdraw(up)
             await anyio.sleep(self._reprobe)
             return
         delay = next_delay(up.failures - 1)
