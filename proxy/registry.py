@@ -17,6 +17,7 @@ import anyio
 from mcp import types
 
 from proxy.names import BRIDGE_NAMES, NameSource, assign_names, server_toolset
+from proxy.text import clean, clean_strings
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +56,18 @@ class ServerChange:
 
 
 Listener = Callable[[str, Sequence[ToolEntry]], None]
+
+
+def _as_shown(tool: types.Tool, name: str) -> types.Tool:
+    """The tool renamed and its texts cleaned (SPEC §8): what every listing, search and describe shows."""
+    update: dict[str, Any] = {"name": name, "input_schema": clean_strings(tool.input_schema)}
+    if tool.description is not None:
+        update["description"] = clean(tool.description)
+    if tool.title is not None:
+        update["title"] = clean(tool.title)
+    if tool.output_schema is not None:
+        update["output_schema"] = clean_strings(tool.output_schema)
+    return tool.model_copy(update=update)
 
 
 class Registry:
@@ -105,8 +118,9 @@ class Registry:
 
         Bumps the generation once if anything changed. Names owned by another server, and the
         reserved bridge names, are refused and logged, never raised. With `prefix=False` the tools
-        keep their raw names where `names.assign_names` allows; a server whose raw names that
-        decision moves (one earlier in name order arrived or left) is re-registered too.
+        keep their raw names where `names.assign_names` allows; a server whose names that decision
+        moves (one earlier in name order arrived or left, or a second server now spells one of its
+        qualified names alike) is re-registered too.
         """
         by_raw = {tool.name: tool for tool in tools}
         if by_raw:
@@ -120,9 +134,9 @@ class Registry:
         return change
 
     def _follow(self, assigned: dict[str, dict[str, str]], server: str) -> None:
-        for other, (source, tools) in list(self._sources.items()):
+        for other, (_source, tools) in list(self._sources.items()):
             current = {e.raw_name: e.name for e in self._by_server.get(other, {}).values()}
-            if other != server and not source.prefix and assigned[other] != current:
+            if other != server and assigned[other] != current:
                 self._apply(other, tools, assigned[other])
 
     def _assign(self) -> dict[str, dict[str, str]]:
@@ -150,7 +164,7 @@ class Registry:
                     server, name, owner.server, raw,
                 )
                 continue
-            new[name] = ToolEntry(name, server, raw, by_raw[raw].model_copy(update={"name": name}))
+            new[name] = ToolEntry(name, server, raw, _as_shown(by_raw[raw], name))
         added = tuple(sorted(n for n in new if n not in old))
         removed = tuple(sorted(n for n in old if n not in new))
         replaced = tuple(sorted(n for n in new if n in old and new[n] != old[n]))

@@ -77,19 +77,24 @@ def build_surface(
     hints: ClientHints = ClientHints(),
     *,
     reserved_tokens: int = 0,
+    deferrable: bool | None = None,
 ) -> Surface:
     """Build a session's tool surface from its core tools and its deferred tools per server label.
 
     Tool names must be unique across `core` and `deferred` (the registry guarantees it); sorting
     by name is what makes the answer independent of input order. `reserved_tokens` of the listing
-    budget are already spent (on tools promoted for this session).
+    budget are already spent (on tools promoted for this session). `deferrable` says whether the
+    session's known catalog has deferred tools, servers that are down included (default: whether
+    `deferred` is non-empty): the tier follows it, so it does not flip while servers restart.
     """
     count = sum(len(tools) for tools in deferred.values())
     everything = [*core, *(tool for tools in deferred.values() for tool in tools)]
     if hints.exposure == "direct":
         return Surface(_by_name(everything), "direct", "none", 0, 0, count)
+    if deferrable is None:
+        deferrable = count > 0
     marked = [_always_loaded(tool, hints, result=True) for tool in core]
-    if count == 0 or settings.enabled == "off":
+    if not deferrable or settings.enabled == "off":
         rest = [tool for tools in deferred.values() for tool in tools]
         return Surface(_by_name([*marked, *rest]), "pass-through", "none", 0, 0, count)
     budget = 0 if settings.listing == "off" else listing_budget(context_tokens, settings)

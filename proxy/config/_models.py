@@ -19,6 +19,7 @@ from pydantic import (
 
 from proxy.errors import ConfigError
 
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # use with fullmatch: `$` accepts a trailing newline
 
 
@@ -45,6 +46,9 @@ class UpstreamConfig(_Frozen):
     enabled: bool = True
     timeout: float = Field(default=300, gt=0)
     connect_timeout: float = Field(default=60, gt=0)
+    # The largest message accepted from this upstream (a stdio line, a Streamable HTTP event).
+    max_message_bytes: int = Field(default=MAX_MESSAGE_BYTES, gt=0)
+    restart_wait: float = Field(default=5, ge=0)  # how long a call waits for a restarting server
     tools: ToolFilter = ToolFilter()
     # The protocol era to speak upstream: `auto` probes 2026-07-28 and falls back to the handshake.
     protocol: Literal["auto", "legacy", "2026"] = "auto"

@@ -26,6 +26,7 @@ from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from proxy import __version__
 from proxy.downstream import _bridge as bridge
+from proxy.downstream._arguments import check_arguments
 from proxy.downstream._channels import RequestContext, SessionChannel
 from proxy.downstream._logging import SessionLogs
 from proxy.downstream._notifier import ChangeNotifier, Kind
@@ -290,24 +291,24 @@ class Handlers:
         self, session: Hashable | None, view: SessionView, name: str, arguments: dict[str, Any],
         channel: SessionChannel | RoundTripChannel, target: list[ToolEntry],
     ) -> types.CallToolResult:
-        if view.surface.tier == "bridge":
-            if name == "tool_search":
-                await bridge.prepare_search(self.views, arguments)
-                return _text_result(bridge.search(self.views, view, arguments))
-            if name == "tool_describe":
-                described = bridge.describe(self.views, view, arguments)
-                self._used(session, view, described["tools"])
-                return _text_result(described)
-            if name == "tool_call":
-                prepared = bridge.prepare_call(self.views, view, arguments)
-                target.append(prepared.entry)
-                return await self._forward(prepared.entry, prepared.arguments, channel)
+        """Bridge tools answer in every tier: a client may hold a list from before a change."""
+        if name == "tool_search":
+            await bridge.prepare_search(self.views, arguments)
+            return _text_result(bridge.search(self.views, view, arguments))
+        if name == "tool_describe":
+            described = bridge.describe(self.views, view, arguments)
+            self._used(session, view, described["tools"])
+            return _text_result(described)
+        if name == "tool_call":
+            prepared = await bridge.prepare_call(self.views, view, arguments)
+            target.append(prepared.entry)
+            return await self._forward(prepared.entry, prepared.arguments, channel)
         direct = view.core.union(self._promoted(session, view)) if view.surface.tier == "bridge" else view.scope
         entry = self.views.registry.get(name)
         if entry is None or name not in direct:
-            raise UnknownTool(name, bridge.suggest(view, name))
+            raise UnknownTool(name, bridge.suggest(view, name), searchable=view.surface.tier == "bridge")
         target.append(entry)
-        return await self._forward(entry, arguments, channel)
+        return await self._forward(entry, await check_arguments(arguments, entry.input_schema), channel)
 
     async def _forward(
         self, entry: ToolEntry, arguments: dict[str, Any], channel: SessionChannel | RoundTripChannel

@@ -20,18 +20,17 @@ import anyio
 from mcp import Client, types
 
 from proxy.config import UpstreamConfig
-from proxy.errors import SessionLost, UpstreamError, UpstreamRefused, UpstreamTimeout, UpstreamUnavailable
+from proxy.errors import SessionLost, UpstreamError, UpstreamRefused, UpstreamTimeout, UpstreamUnavailable, describe
 from proxy.upstream._availability import Availability
 from proxy.upstream._backchannel import BackChannel, NoticeSink
 from proxy.upstream._backoff import next_delay
-from proxy.upstream._connection import Connection, ProgressCallback, TransportChoice, connect
+from proxy.upstream._connection import KEEPALIVE_TIMEOUT, Connection, ProgressCallback, TransportChoice, connect
 
 logger = logging.getLogger(__name__)
 
 KEEPALIVE_INTERVAL = 30.0
 PARK_AFTER_FAILURES = 5
 REPROBE_INTERVAL = 300.0
-STABLE_AFTER = 60.0  # a connection that lived this long wipes the failure count
 T = TypeVar("T")
 
 
@@ -112,6 +111,7 @@ class Fleet:
         log_dir: Path,
         mode: str = "auto",
         keepalive: float = KEEPALIVE_INTERVAL,
+        keepalive_timeout: float = KEEPALIVE_TIMEOUT,
         park_after: int = PARK_AFTER_FAILURES,
         reprobe: float = REPROBE_INTERVAL,
         grace: float = 60.0,
@@ -127,6 +127,7 @@ class Fleet:
         self._log_dir = log_dir
         self._mode = mode
         self._keepalive = keepalive
+        self._keepalive_timeout = keepalive_timeout
         self._park_after = park_after
         self._reprobe = reprobe
         self._grace = grace
@@ -216,8 +217,10 @@ class Fleet:
         """Call a tool on `server`'s live connection, from the caller's task.
 
         Cancelling the caller cancels the upstream request; progress is passed through, and the
-        upstream's sampling, elicitation, roots requests and logs go to `channel`. A call
-        that finds the upstream's session gone (it restarted) is retried once after reconnecting.
+        upstream's sampling, elicitation, roots requests and logs go to `channel`. A call to a
+        server that is restarting waits for it (`restart_wait`; one still starting: its
+        `connect_timeout`). A call that finds the upstream's session gone (it restarted) is
+        retried once after reconnecting.
 
         Raises:
             UpstreamUnavailable: the server is not connected, or died during the call.
@@ -227,9 +230,7 @@ class Fleet:
         up = self._servers.get(server)
         if up is None:
             raise UpstreamUnavailable(server, "no such upstream")
-        conn = up.connection
-        if up.state is not UpstreamState.READY or conn is None:
-            raise UpstreamUnavailable(server, f"temporarily unavailable ({up.reason})")
+        conn = await self._live_connection(up)
         try:
             return await conn.call_tool(raw_name, arguments, timeout=up.config.timeout,
                                         progress_callback=progress_callback, channel=channel)
@@ -264,6 +265,22 @@ class Fleet:
         up = self._servers.get(server)
         return up is not None and up.connection is not None and up.connection.logs
 
+    async def _live_connection(self, up: _Upstream) -> Connection:
+        """The server's connection, after a bounded wait if it is (re)starting (SPEC §6.7).
+
+        Raises:
+            UpstreamUnavailable: still not connected after the wait, or parked or disabled.
+        """
+        waiting = (UpstreamState.STARTING, UpstreamState.BACKOFF)
+        if up.state in waiting:
+            bound = up.config.connect_timeout if up.state is UpstreamState.STARTING else up.config.restart_wait
+            with anyio.move_on_after(bound):
+                while up.state in waiting:
+                    await up.state_changed.wait()
+        if up.state is not UpstreamState.READY or up.connection is None:
+            raise UpstreamUnavailable(up.name, f"temporarily unavailable ({up.reason})")
+        return up.connection
+
     # --- supervision -----------------------------------------------------------------------------
 
     async def _supervise(self, up: _Upstream) -> None:
@@ -276,7 +293,7 @@ class Fleet:
                     error = exc
                 except Exception as exc:  # a bug here must not take the other upstreams down
                     logger.exception("server %s: supervisor failed", up.name)
-                    error = UpstreamError(up.name, f"{type(exc).__name__}: {exc}")
+                    error = UpstreamError(up.name, describe(exc))
                 await self._after_failure(up, error)
         finally:
             up.connection = None
@@ -313,7 +330,7 @@ class Fleet:
                     up.connection = None  # the fleet is stopping: nothing to report or retry
                     raise
                 except Exception:
-                    self._drop(up, anyio.current_time() - started)
+                    self._drop(up)
                     raise
                 tg.cancel_scope.cancel()
         if scope.cancelled_caught:
@@ -329,7 +346,7 @@ class Fleet:
             if signals.changed:
                 await self._refresh(up, conn)
             else:
-                await conn.keepalive()
+                await conn.keepalive(self._keepalive_timeout)
 
     async def _refresh(self, up: _Upstream, conn: Connection) -> None:
         """List every page and register the result: one `set_server_tools`, one generation bump."""
@@ -344,11 +361,14 @@ class Fleet:
             logger.info("server %s: %d tools (+%d ~%d -%d)", up.name, len(tools),
                         len(change.added), len(change.replaced), len(change.removed))
 
-    def _drop(self, up: _Upstream, uptime: float) -> None:
-        """The connection is ending: stop routing calls to it before it is torn down."""
+    def _drop(self, up: _Upstream) -> None:
+        """The connection is ending: stop routing calls to it before it is torn down.
+
+        It was up, so the server can start: its backoff starts over, and a server killed now and
+        then is restarted within a call's `restart_wait` instead of drifting towards parking.
+        """
         up.connection = None
-        if uptime >= STABLE_AFTER:
-            up.failures = 0
+        up.failures = 0
         if up.state is UpstreamState.READY:
             self._set_state(up, UpstreamState.BACKOFF, "connection closed")
 
