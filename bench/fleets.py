@@ -18,7 +18,15 @@ import yaml
 
 from bench.harness import REPO
 
-__all__ = ["Fleet", "real_fleet", "synthetic_fleet", "write_fleet", "write_mcp_config", "write_toolbridge_config"]
+__all__ = [
+    "CATALOGS",
+    "Fleet",
+    "real_fleet",
+    "synthetic_fleet",
+    "write_fleet",
+    "write_mcp_config",
+    "write_toolbridge_config",
+]
 
 CATALOGS = REPO.parent / "shared" / "catalogs"
 

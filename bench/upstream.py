@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import uvicorn
 from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
@@ -51,6 +50,8 @@ def main() -> None:
         tools = [types.Tool.model_validate(tool) for tool in json.loads(options.tools.read_text())]
     server = build(options.name, tools)
     if options.http:
+        import uvicorn  # only here: a stdio upstream should not pay for importing it
+
         app = server.streamable_http_app(streamable_http_path="/mcp")
         uvicorn.run(app, host="127.0.0.1", port=options.http, log_level="warning")
         return
