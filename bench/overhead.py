@@ -9,8 +9,8 @@ proxy is its own Streamable HTTP server on 127.0.0.1. With C callers, C tasks sh
 connection (a stdio server has one client), or each has its own HTTP session. Every client is an
 SDK v2 `Client` in this venv; FastMCP runs in `.bench-venv/fastmcp` (`bench/setup.sh`).
 All servers stay up for the whole run; after a 0.3 s warm-up per route, each cell (route x callers)
-calls for `--seconds` in `--rounds` slices, the cells taking turns, so load from elsewhere on the
-machine falls on every cell alike.
+calls for `--seconds` in `--rounds` slices, the cells taking turns in a shuffled order (all 1-caller
+cells, then all 32-caller ones), so load from elsewhere on the machine falls on every cell alike.
 Run: `.venv/bin/python -m bench.overhead [--seconds 2] [--callers 1,32] [--transports stdio,http]`.
 """
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import random
 import sys
 import tempfile
 import time
@@ -257,16 +258,19 @@ async def main(transports: list[str], callers: list[int], seconds: float, rounds
             async with contextlib.AsyncExitStack() as stack:
                 targets = await _targets(transport, Path(temp), stack)
                 cells, skipped = await _open_cells(stack, targets, callers, all_cells)
+                shuffle = random.Random(0)
                 for round_ in range(rounds):
                     with anyio.fail_after(CELL_TIMEOUT):
-                        for cell in cells[round_ % len(cells):] + cells[:round_ % len(cells)]:
-                            await cell.run_slice(seconds / rounds)
+                        for count in callers:  # a heavy 32-caller slice never runs just before a 1-caller one
+                            group = [cell for cell in cells if cell.callers == count]
+                            for cell in shuffle.sample(group, len(group)):
+                                await cell.run_slice(seconds / rounds)
                     print(f"  {transport}: round {round_ + 1}/{rounds} done", file=sys.stderr)
         rows: list[tuple[Route, int, Latency | str]] = [
             (cell.route, cell.callers, Latency(cell.samples, cell.wall_s)) for cell in cells]
         _print_table(transport, rows + skipped)
-    print(f"\neach cell: {seconds:g} s of calls in {rounds} slices, cells interleaved; ratios: median latency and "
-          "calls/s of each route over the direct call, same transport and callers")
+    print(f"\neach cell: {seconds:g} s of calls in {rounds} slices, cells interleaved in shuffled order; "
+          "ratios: median latency and calls/s of each route over the direct call, same transport and callers")
 
 
 if __name__ == "__main__":
