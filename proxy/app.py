@@ -25,7 +25,7 @@ from proxy.config import Config
 from proxy.downstream import ChangeNotifier, Handlers, HttpApp, build_server, serve_http, transport_security
 from proxy.registry import Registry
 from proxy.search import SemanticIndex
-from proxy.upstream import Fleet
+from proxy.upstream import CatalogCache, Fleet
 from proxy.views import Views
 
 logger = logging.getLogger(__name__)
@@ -48,10 +48,14 @@ class Gateway:
         return {"status": "ok", "servers": {s.name: s.state.value for s in self.fleet.status()}}
 
 
-def embedding_cache_dir(config: Config) -> Path:
-    """`$TOOLBRIDGE_CACHE_DIR/embeddings`, else `<config dir>/.cache/embeddings`."""
+def cache_dir(config: Config) -> Path:
+    """`$TOOLBRIDGE_CACHE_DIR`, else `<config dir>/.cache`."""
     root = os.environ.get("TOOLBRIDGE_CACHE_DIR")
-    return (Path(root) if root else config.directory / ".cache") / "embeddings"
+    return Path(root) if root else config.directory / ".cache"
+
+
+def embedding_cache_dir(config: Config) -> Path:
+    return cache_dir(config) / "embeddings"
 
 
 async def embed_pending(index: SemanticIndex) -> None:
@@ -85,8 +89,11 @@ async def run_gateway(
 ) -> AsyncIterator[Gateway]:
     """Start every upstream (concurrently, in the background) and yield the gateway."""
     registry = Registry()
+    settings = config.toolsets
     fleet = Fleet(config.upstreams, registry, config_dir=config.directory,
-                  log_dir=log_dir or config.directory / "logs")
+                  log_dir=log_dir or config.directory / "logs", cache=CatalogCache(cache_dir(config) / "catalogs"),
+                  lazy=settings.lazy, idle_timeout=settings.idle_timeout,
+                  spawn_concurrency=settings.spawn_concurrency)
     views = Views(registry, config.toolsets, fleet.availability, default_context_tokens=context_tokens,
                   cache_dir=embedding_cache_dir(config))
     async with anyio.create_task_group() as tg:

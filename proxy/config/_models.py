@@ -46,6 +46,9 @@ class UpstreamConfig(_Frozen):
     timeout: float = Field(default=300, gt=0)
     connect_timeout: float = Field(default=60, gt=0)
     tools: ToolFilter = ToolFilter()
+    # None: the `toolsets.yaml` default. Lazy: listed from the cached catalog, started on first use.
+    lazy: bool | None = None
+    idle_timeout: float | None = Field(default=None, gt=0)  # stdio only: stop after this long unused
 
     @field_validator("args", mode="before")
     @classmethod
@@ -122,6 +125,10 @@ class ToolsetsConfig(_Frozen):
     toolsets: dict[str, ToolsetConfig] = Field(default_factory=dict)
     profiles: dict[str, ProfileConfig] = Field(default_factory=lambda: {"default": ProfileConfig()})
     startup_wait: float = Field(default=3.0, ge=0)
+    # Fleet-wide defaults for `upstreams/*.yaml`, and how many stdio children may start at once.
+    lazy: bool = False
+    idle_timeout: float | None = Field(default=None, gt=0)
+    spawn_concurrency: int | None = Field(default=None, ge=1)
     tool_search: ToolSearchSettings = ToolSearchSettings()
 
     @field_validator("toolsets", "profiles", mode="before")

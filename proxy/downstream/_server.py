@@ -158,7 +158,7 @@ class Handlers:
         self.caller = caller
         self.notifier = notifier
         self.fleet_ready = fleet_ready
-        self.startup_wait = startup_wait
+        self.startup_deadline = anyio.current_time() + startup_wait
         self.fixed_profile = profile
 
     def profile_of(self, ctx: RequestContext) -> str:
@@ -171,17 +171,24 @@ class Handlers:
                 return str(chosen)
         return self.views.profile_for_client(_client_name(ctx))
 
-    async def _view(self, ctx: RequestContext) -> SessionView:
-        """The session's view, after waiting (bounded) for the fleet's first registrations."""
-        if not self.fleet_ready.is_set():
-            with anyio.move_on_after(self.startup_wait):
-                await self.fleet_ready.wait()
+    def _view(self, ctx: RequestContext) -> SessionView:
         return self.views.for_profile(self.profile_of(ctx))
+
+    async def _await_startup(self) -> None:
+        """Within `startup_wait` of the start, wait for every upstream to register or fail once.
+
+        One window for the process, not one per session or request: a `tools/list` early enough
+        sees the fast part of the fleet, and after the window nothing ever waits for the fleet.
+        """
+        if not self.fleet_ready.is_set():
+            with anyio.move_on_after(self.startup_deadline - anyio.current_time()):
+                await self.fleet_ready.wait()
 
     async def list_tools(
         self, ctx: RequestContext, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        view = await self._view(ctx)
+        await self._await_startup()
+        view = self._view(ctx)
         key = session_key(ctx)
         if key is not None and ctx.session.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:
             self.notifier.remember(key, view, ctx.session.send_tool_list_changed)
@@ -220,7 +227,7 @@ class Handlers:
         return types.SubscriptionsListenResult(_meta=meta)
 
     async def call_tool(self, ctx: RequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
-        view = await self._view(ctx)
+        view = self._view(ctx)  # a tool of a server still connecting waits for that server alone (the fleet)
         arguments = params.arguments or {}
         try:
             return await self._dispatch(ctx, view, params.name, arguments)

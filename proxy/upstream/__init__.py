@@ -6,18 +6,21 @@ tools into a `ToolSink` (the registry), and routes tool calls to the live connec
 
 from proxy.upstream._availability import Availability
 from proxy.upstream._backoff import next_delay
+from proxy.upstream._cache import CatalogCache, config_key
 from proxy.upstream._connection import Connection, ProgressCallback, connect, filter_tools, strip_server_info
 from proxy.upstream._fleet import Fleet, ServerStatus, ToolSink, UpstreamState
 from proxy.upstream._stdio import resolve_command
 
 __all__ = [
     "Availability",
+    "CatalogCache",
     "Connection",
     "Fleet",
     "ProgressCallback",
     "ServerStatus",
     "ToolSink",
     "UpstreamState",
+    "config_key",
     "connect",
     "filter_tools",
     "next_delay",
