@@ -15,6 +15,7 @@ from mcp import types
 
 from proxy.config import ToolSearchSettings
 from proxy.listing import NO_LISTING, Form, Listing, listing_budget, render_listing
+from proxy.registry import ToolEntry
 
 __all__ = [
     "MAX_DESCRIBE",
@@ -51,7 +52,7 @@ class Surface:
 
 def build_surface(
     core: Sequence[types.Tool],
-    deferred: Mapping[str, Sequence[types.Tool]],
+    deferred: Mapping[str, Sequence[types.Tool | ToolEntry]],
     settings: ToolSearchSettings,
     context_tokens: int | None,
 ) -> Surface:
@@ -62,7 +63,7 @@ def build_surface(
     """
     count = sum(len(tools) for tools in deferred.values())
     if count == 0 or settings.enabled == "off":
-        everything = [*core, *(tool for tools in deferred.values() for tool in tools)]
+        everything = [*core, *(_definition(tool) for tools in deferred.values() for tool in tools)]
         return Surface(_by_name(everything), "pass-through", "none", 0, 0, count)
     budget = 0 if settings.listing == "off" else listing_budget(context_tokens, settings)
     listing = _listing(deferred, budget)
@@ -77,11 +78,16 @@ def build_surface(
     )
 
 
+def _definition(tool: types.Tool | ToolEntry) -> types.Tool:
+    """Registry entries are parsed only here, when the whole definition is sent."""
+    return tool if isinstance(tool, types.Tool) else tool.tool
+
+
 def _by_name(tools: Iterable[types.Tool]) -> tuple[types.Tool, ...]:
     return tuple(sorted(tools, key=lambda tool: tool.name))
 
 
-def _listing(deferred: Mapping[str, Sequence[types.Tool]], budget: int) -> Listing:
+def _listing(deferred: Mapping[str, Sequence[types.Tool | ToolEntry]], budget: int) -> Listing:
     if budget <= 0:
         return NO_LISTING
     catalog = {

@@ -128,9 +128,9 @@ class Views:
         tools = self.registry.tools
         scope = frozenset(n for n in allowed if tools[n].server not in unavailable)
         core, deferred = split_core(scope, self.toolsets.core)
-        by_server: dict[str, list[types.Tool]] = {}
+        by_server: dict[str, list[ToolEntry]] = {}
         for name in deferred:
-            by_server.setdefault(tools[name].server, []).append(tools[name].tool)
+            by_server.setdefault(tools[name].server, []).append(tools[name])
         context = profile.context_tokens or self.default_context_tokens
         surface = build_surface(
             [tools[n].tool for n in core], by_server, self.toolsets.tool_search, context
