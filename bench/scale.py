@@ -44,6 +44,7 @@ class Run:
     upstream: str
     healthz_s: float
     listed_s: float
+    listed_cpu_s: float
     deferred: int
     list_ms: Latency | None
     list_cpu_ms: float
@@ -88,7 +89,7 @@ async def _run(fleet: Fleet, temp: Path, sdk: bool, runs: int) -> Run:
         async with (httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=900)) as http,
                     Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)) as client):
             first = await client.list_tools()  # waits for the whole fleet (startup_wait)
-            listed_s = time.perf_counter() - started
+            listed_s, listed_cpu_s = time.perf_counter() - started, _cpu_s(process.pid)
             search = next(tool for tool in first.tools if tool.name == "tool_search")
             found = re.search(r"Search (\d+) deferred", search.description or "")
             list_ms = search_ms = None
@@ -98,7 +99,7 @@ async def _run(fleet: Fleet, temp: Path, sdk: bool, runs: int) -> Run:
                 search_ms, search_cpu = await _timed(runs, lambda i: client.call_tool(
                     "tool_search", {"queries": [QUERIES[i % len(QUERIES)]]}), process.pid)
             rss, peak = _memory(process.pid)
-    return Run(fleet, "SDK" if sdk else "tiny", healthz_s, listed_s, int(found.group(1)) if found else 0,
+    return Run(fleet, "SDK" if sdk else "tiny", healthz_s, listed_s, listed_cpu_s, int(found.group(1)) if found else 0,
                list_ms, list_cpu, search_ms, search_cpu, rss, peak)
 
 
@@ -109,14 +110,16 @@ def _latency(latency: Latency | None, cpu_ms: float) -> str:
 
 
 def _report(runs: list[Run]) -> None:
-    print(f"\n{'fleet':<18} {'upstreams':>9} {'kind':>4} {'tools':>6} {'healthz s':>9} {'listed s':>8} | tools/list "
-          f"{'p50':>8} {'p99':>8} {'cpu':>6} | tool_search {'p50':>8} {'p99':>8} {'cpu':>6} | {'RSS MiB':>8} "
-          f"{'peak MiB':>8}")
+    print(f"\n{'fleet':<18} {'upstreams':>9} {'kind':>4} {'tools':>6} {'healthz s':>9} {'listed s':>8} {'cpu s':>6} "
+          f"| tools/list {'p50':>8} {'p99':>8} {'cpu':>6} | tool_search {'p50':>8} {'p99':>8} {'cpu':>6} "
+          f"| {'RSS MiB':>8} {'peak MiB':>8}")
     for run in runs:
         flag = "" if run.deferred == run.fleet.tool_count else f"  ! {run.deferred} of {run.fleet.tool_count} listed"
         print(f"{run.fleet.label:<18} {len(run.fleet.servers):>9} {run.upstream:>4} {run.fleet.tool_count:>6} "
-              f"{run.healthz_s:>9.2f} {run.listed_s:>8.2f} | {'':10} {_latency(run.list_ms, run.list_cpu_ms)} | "
-              f"{'':11} {_latency(run.search_ms, run.search_cpu_ms)} | {run.rss_mb:>8.0f} {run.peak_mb:>8.0f}{flag}")
+              f"{run.healthz_s:>9.2f} {run.listed_s:>8.2f} {run.listed_cpu_s:>6.1f} "
+              f"| {'':10} {_latency(run.list_ms, run.list_cpu_ms)} "
+              f"| {'':11} {_latency(run.search_ms, run.search_cpu_ms)} "
+              f"| {run.rss_mb:>8.0f} {run.peak_mb:>8.0f}{flag}")
     by_size = [run for run in runs if run.upstream == "tiny" and run.search_ms is not None]
     if len(by_size) > 1:
         small, large = by_size[0], by_size[-1]
@@ -142,7 +145,8 @@ async def main(sizes: list[int], per_server: int, upstreams: int, runs: int) -> 
         kind = "SDK" if sdk else "tiny"
         print(f"  measured {fleet.label} ({len(fleet.servers)} upstreams, {kind})", file=sys.stderr)
     _report(results)
-    print("\nlisted s: spawn of toolbridge -> its first tools/list answered with the whole fleet registered (cold); "
+    print("\nlisted s: spawn of toolbridge -> its first tools/list answered with the whole fleet registered (cold), "
+          "cpu s: the CPU toolbridge used by then; "
           f"p50/p99: ms per call from the client over {runs} warm runs; cpu: ms of CPU the toolbridge process spent "
           "per call meanwhile; kind: tiny = bench/catalog_upstream.py, SDK = bench/upstream.py")
 
