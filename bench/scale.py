@@ -6,17 +6,19 @@ measured). toolbridge runs as `serve --transport http` in a process of its own, 
 measures, side by side for every size: the time from spawning toolbridge until `/healthz` answers
 and until its first `tools/list` (which waits for the whole fleet) answers with every tool
 registered; warm `tools/list` and `tool_search` latency (the dev queries of
-`../shared/catalogs/queries-dev.json`); and the toolbridge process's VmRSS and peak (VmHWM), its
-upstreams not included. Then the same cold start with a hundred upstreams of 10 tools each, served
-by that tiny server and by a real SDK server (`bench/upstream.py`, whose import alone costs about
-half a second of CPU per process).
-Run: `.venv/bin/python -m bench.scale [--sizes 1000,10000,50000] [--upstreams 100] [--runs 30]`.
+`../shared/catalogs/queries-dev.json`) with the CPU time toolbridge spent per call (the rest is
+transport and client); and the toolbridge process's VmRSS and peak (VmHWM), upstreams not
+included. Then the same cold start with a hundred upstreams of 10 tools each, served by that tiny
+server and by a real SDK server (`bench/upstream.py`, whose import alone costs about half a second
+of CPU per process).
+Run: `.venv/bin/python -m bench.scale [--sizes 1000,10000,50000] [--upstreams 100] [--runs 100]`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import tempfile
@@ -42,11 +44,20 @@ class Run:
     upstream: str
     healthz_s: float
     listed_s: float
+    listed_cpu_s: float
     deferred: int
     list_ms: Latency | None
+    list_cpu_ms: float
     search_ms: Latency | None
+    search_cpu_ms: float
     rss_mb: float
     peak_mb: float
+
+
+def _cpu_s(pid: int) -> float:
+    """User plus system CPU time the process (all its threads) has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _memory(pid: int) -> tuple[float, float]:
@@ -55,15 +66,16 @@ def _memory(pid: int) -> tuple[float, float]:
     return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
 
 
-async def _timed(runs: int, action: Callable[[int], Awaitable[object]]) -> Latency:
+async def _timed(runs: int, action: Callable[[int], Awaitable[object]], pid: int) -> tuple[Latency, float]:
+    """Latencies of `runs` sequential calls, and the CPU ms toolbridge spent per call meanwhile."""
     await action(0)
     samples = []
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), _cpu_s(pid)
     for index in range(runs):
         begin = time.perf_counter()
         await action(index)
         samples.append((time.perf_counter() - begin) * 1000)
-    return Latency(samples, time.perf_counter() - started)
+    return Latency(samples, time.perf_counter() - started), (_cpu_s(pid) - cpu) * 1000 / runs
 
 
 async def _run(fleet: Fleet, temp: Path, sdk: bool, runs: int) -> Run:
@@ -77,32 +89,37 @@ async def _run(fleet: Fleet, temp: Path, sdk: bool, runs: int) -> Run:
         async with (httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=900)) as http,
                     Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)) as client):
             first = await client.list_tools()  # waits for the whole fleet (startup_wait)
-            listed_s = time.perf_counter() - started
+            listed_s, listed_cpu_s = time.perf_counter() - started, _cpu_s(process.pid)
             search = next(tool for tool in first.tools if tool.name == "tool_search")
             found = re.search(r"Search (\d+) deferred", search.description or "")
             list_ms = search_ms = None
+            list_cpu = search_cpu = float("nan")
             if runs:
-                list_ms = await _timed(runs, lambda _: client.list_tools(cache_mode="bypass"))
-                search_ms = await _timed(runs, lambda i: client.call_tool(
-                    "tool_search", {"queries": [QUERIES[i % len(QUERIES)]]}))
+                list_ms, list_cpu = await _timed(runs, lambda _: client.list_tools(cache_mode="bypass"), process.pid)
+                search_ms, search_cpu = await _timed(runs, lambda i: client.call_tool(
+                    "tool_search", {"queries": [QUERIES[i % len(QUERIES)]]}), process.pid)
             rss, peak = _memory(process.pid)
-    return Run(fleet, "SDK" if sdk else "tiny", healthz_s, listed_s, int(found.group(1)) if found else 0,
-               list_ms, search_ms, rss, peak)
+    return Run(fleet, "SDK" if sdk else "tiny", healthz_s, listed_s, listed_cpu_s, int(found.group(1)) if found else 0,
+               list_ms, list_cpu, search_ms, search_cpu, rss, peak)
 
 
-def _latency(latency: Latency | None) -> str:
-    return f"{'-':>8} {'-':>8}" if latency is None else f"{latency.median:>8.2f} {latency.p99:>8.2f}"
+def _latency(latency: Latency | None, cpu_ms: float) -> str:
+    if latency is None:
+        return f"{'-':>8} {'-':>8} {'-':>6}"
+    return f"{latency.median:>8.2f} {latency.p99:>8.2f} {cpu_ms:>6.2f}"
 
 
 def _report(runs: list[Run]) -> None:
-    print(f"\n{'fleet':<18} {'upstreams':>9} {'kind':>4} {'tools':>6} {'healthz s':>9} {'listed s':>8} "
-          f"{'list p50':>8} {'list p99':>8} {'search p50':>10} {'p99':>8} {'RSS MiB':>8} {'peak MiB':>8}")
+    print(f"\n{'fleet':<18} {'upstreams':>9} {'kind':>4} {'tools':>6} {'healthz s':>9} {'listed s':>8} {'cpu s':>6} "
+          f"| tools/list {'p50':>8} {'p99':>8} {'cpu':>6} | tool_search {'p50':>8} {'p99':>8} {'cpu':>6} "
+          f"| {'RSS MiB':>8} {'peak MiB':>8}")
     for run in runs:
         flag = "" if run.deferred == run.fleet.tool_count else f"  ! {run.deferred} of {run.fleet.tool_count} listed"
-        search = "-" if run.search_ms is None else f"{run.search_ms.median:>10.2f} {run.search_ms.p99:>8.2f}"
         print(f"{run.fleet.label:<18} {len(run.fleet.servers):>9} {run.upstream:>4} {run.fleet.tool_count:>6} "
-              f"{run.healthz_s:>9.2f} {run.listed_s:>8.2f} {_latency(run.list_ms)} {search:>19} "
-              f"{run.rss_mb:>8.0f} {run.peak_mb:>8.0f}{flag}")
+              f"{run.healthz_s:>9.2f} {run.listed_s:>8.2f} {run.listed_cpu_s:>6.1f} "
+              f"| {'':10} {_latency(run.list_ms, run.list_cpu_ms)} "
+              f"| {'':11} {_latency(run.search_ms, run.search_cpu_ms)} "
+              f"| {run.rss_mb:>8.0f} {run.peak_mb:>8.0f}{flag}")
     by_size = [run for run in runs if run.upstream == "tiny" and run.search_ms is not None]
     if len(by_size) > 1:
         small, large = by_size[0], by_size[-1]
@@ -128,8 +145,10 @@ async def main(sizes: list[int], per_server: int, upstreams: int, runs: int) -> 
         kind = "SDK" if sdk else "tiny"
         print(f"  measured {fleet.label} ({len(fleet.servers)} upstreams, {kind})", file=sys.stderr)
     _report(results)
-    print("\nlisted s: spawn of toolbridge -> its first tools/list answered with the whole fleet registered (cold); "
-          f"latencies in ms over {runs} warm runs; kind: tiny = bench/catalog_upstream.py, SDK = bench/upstream.py")
+    print("\nlisted s: spawn of toolbridge -> its first tools/list answered with the whole fleet registered (cold), "
+          "cpu s: the CPU toolbridge used by then; "
+          f"p50/p99: ms per call from the client over {runs} warm runs; cpu: ms of CPU the toolbridge process spent "
+          "per call meanwhile; kind: tiny = bench/catalog_upstream.py, SDK = bench/upstream.py")
 
 
 if __name__ == "__main__":
@@ -137,7 +156,7 @@ if __name__ == "__main__":
     parser.add_argument("--sizes", default="1000,10000,50000", help="fleet sizes in tools, comma-separated")
     parser.add_argument("--per-server", type=int, default=500, help="tools per upstream in the sized fleets")
     parser.add_argument("--upstreams", type=int, default=100, help="upstreams in the cold-start fleet (0: skip)")
-    parser.add_argument("--runs", type=int, default=30, help="warm tools/list and tool_search calls per size")
+    parser.add_argument("--runs", type=int, default=100, help="warm tools/list and tool_search calls per size")
     options = parser.parse_args()
     anyio.run(main, [int(s) for s in options.sizes.split(",") if s], options.per_server, options.upstreams,
               options.runs)
