@@ -19,13 +19,15 @@ from typing import Any
 import anyio
 import anyio.from_thread
 import anyio.to_thread
+from mcp import types
 from mcp.server.stdio import stdio_server
 
+from proxy.catalogs import Catalogs
 from proxy.config import Config
 from proxy.downstream import ChangeNotifier, Handlers, HttpApp, build_server, serve_http, transport_security
 from proxy.registry import Registry
 from proxy.search import SemanticIndex
-from proxy.upstream import CatalogCache, Fleet
+from proxy.upstream import CatalogCache, Fleet, NoticeSink
 from proxy.views import Views
 
 logger = logging.getLogger(__name__)
@@ -37,6 +39,7 @@ class Gateway:
     registry: Registry
     fleet: Fleet
     views: Views
+    notice_listeners: list[NoticeSink]
 
     async def wait_until_ready(self, timeout: float) -> bool:
         """Wait (bounded) until every upstream has registered or failed once."""
@@ -89,19 +92,26 @@ async def run_gateway(
 ) -> AsyncIterator[Gateway]:
     """Start every upstream (concurrently, in the background) and yield the gateway."""
     registry = Registry()
+    catalogs = Catalogs(registry)
+    listeners: list[NoticeSink] = []
+
+    async def notices(server: str, notification: types.ServerNotification) -> None:
+        for listener in listeners:
+            await listener(server, notification)
+
     settings = config.toolsets
     fleet = Fleet(config.upstreams, registry, config_dir=config.directory,
-                  log_dir=log_dir or config.directory / "logs", cache=CatalogCache(cache_dir(config) / "catalogs"),
-                  lazy=settings.lazy, idle_timeout=settings.idle_timeout,
-                  spawn_concurrency=settings.spawn_concurrency)
+                  log_dir=log_dir or config.directory / "logs", catalogs=catalogs, notices=notices,
+                  cache=CatalogCache(cache_dir(config) / "catalogs"), lazy=settings.lazy,
+                  idle_timeout=settings.idle_timeout, spawn_concurrency=settings.spawn_concurrency)
     views = Views(registry, config.toolsets, fleet.availability, default_context_tokens=context_tokens,
-                  cache_dir=embedding_cache_dir(config))
+                  cache_dir=embedding_cache_dir(config), catalogs=catalogs)
     async with anyio.create_task_group() as tg:
         await tg.start(fleet.run)
         if views.semantic is not None:
             await tg.start(keep_embeddings, views.semantic, registry)
         try:
-            yield Gateway(config, registry, fleet, views)
+            yield Gateway(config, registry, fleet, views, listeners)
         finally:
             tg.cancel_scope.cancel()
 
@@ -145,6 +155,8 @@ async def serve(
             await tg.start(notifier.run)
             handlers = Handlers(gateway.views, gateway.fleet, notifier, fleet_ready=gateway.fleet.ready,
                                 startup_wait=config.toolsets.startup_wait, profile=profile)
+            await tg.start(handlers.run)
+            gateway.notice_listeners.append(handlers.on_notice)
             server = build_server(handlers)
             if http is None:
                 async with stdio_server() as (read, write):

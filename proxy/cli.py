@@ -12,12 +12,14 @@ import json
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
 import yaml
+from mcp import MCPDeprecationWarning
 
 from proxy import __version__
 from proxy.app import Gateway, HttpOptions, run_gateway, serve
@@ -42,6 +44,8 @@ def _setup_logging(level: str) -> None:
     root.setLevel(level.upper())
     for noisy in ("httpx2", "httpcore", "mcp", "uvicorn.error"):  # they log full URLs and per-request chatter
         logging.getLogger(noisy).setLevel(max(root.level, logging.WARNING))
+    # toolbridge serves both protocol eras on purpose: the handshake-era features it relays are not news.
+    warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
 
 
 def _load(args: argparse.Namespace) -> Config:

@@ -21,7 +21,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "names", "text"),
     ("config",),
     ("upstream",),
-    ("registry", "toolsets"),
+    ("registry", "toolsets", "catalogs"),
     ("listing", "search", "surface"),
     ("views",),
     ("downstream",),

@@ -46,6 +46,10 @@ class UpstreamConfig(_Frozen):
     timeout: float = Field(default=300, gt=0)
     connect_timeout: float = Field(default=60, gt=0)
     tools: ToolFilter = ToolFilter()
+    # The protocol era to speak upstream: `auto` probes 2026-07-28 and falls back to the handshake.
+    protocol: Literal["auto", "legacy", "2026"] = "auto"
+    # False: the server's tools and prompts keep their own names (collisions stay qualified).
+    prefix: bool = True
     # None: the `toolsets.yaml` default. Lazy: listed from the cached catalog, started on first use.
     lazy: bool | None = None
     idle_timeout: float | None = Field(default=None, gt=0)  # stdio only: stop after this long unused
@@ -87,6 +91,11 @@ class UpstreamConfig(_Frozen):
     @property
     def is_stdio(self) -> bool:
         return self.command is not None
+
+    @property
+    def client_mode(self) -> str:
+        """The SDK `Client(mode=...)` for `protocol`."""
+        return {"auto": "auto", "legacy": "legacy", "2026": "2026-07-28"}[self.protocol]
 
 
 class ToolsetConfig(_Frozen):

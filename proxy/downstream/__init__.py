@@ -7,13 +7,15 @@ over Streamable HTTP behind the Host/Origin and bearer checks.
 from proxy.downstream import _bridge as bridge
 from proxy.downstream._arguments import check_arguments, coerce_arguments, validate_arguments
 from proxy.downstream._http import HttpApp, check_bearer, serve_http, transport_security
-from proxy.downstream._server import ChangeNotifier, Handlers, ToolCaller, build_server, session_key
+from proxy.downstream._notifier import ChangeNotifier
+from proxy.downstream._protocol import Upstreams
+from proxy.downstream._server import Handlers, build_server, session_key
 
 __all__ = [
     "ChangeNotifier",
     "Handlers",
     "HttpApp",
-    "ToolCaller",
+    "Upstreams",
     "bridge",
     "build_server",
     "check_arguments",

@@ -1,55 +1,50 @@
 """The downstream MCP server: one lowlevel SDK `Server` in front of the whole fleet.
 
-`tools/list` is computed per session from its profile. Sessions are told
-`notifications/tools/list_changed` when, and only when, the list they would get now differs from
-the last one they got: handshake-era clients on their connection, 2026-era clients on their
-`subscriptions/listen` stream.
+`tools/list` is computed per session from its profile; resources, prompts, completion and logging
+come from the servers in its scope (`_resources`, `_prompts`, `_logging`). A tool call carries a
+back channel to its caller: requests on its own stream for a handshake-era session, input-required
+rounds for a 2026-era one (`_channels`, `_roundtrips`). List changes are announced by
+`_notifier.ChangeNotifier`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping
+import warnings
+from collections.abc import AsyncIterator, Hashable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
-from mcp import types
-from mcp.server.context import ServerRequestContext
+import anyio.abc
+from mcp import MCPDeprecationWarning, types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from proxy import __version__
 from proxy.downstream import _bridge as bridge
+from proxy.downstream._channels import RequestContext, SessionChannel
+from proxy.downstream._logging import SessionLogs
+from proxy.downstream._notifier import ChangeNotifier, Kind
+from proxy.downstream._prompts import Prompts
+from proxy.downstream._protocol import Upstreams
+from proxy.downstream._resources import Resources
+from proxy.downstream._roundtrips import RoundTripChannel, RoundTrips
 from proxy.errors import InvalidArguments, ToolbridgeError, UnknownTool, redact
 from proxy.registry import ToolEntry
-from proxy.upstream import ProgressCallback
+from proxy.upstream import BackChannel
 from proxy.views import SessionView, Views
 
 logger = logging.getLogger(__name__)
 
 PROFILE_SCOPE_KEY = "toolbridge.profile"
-_COALESCE_SECONDS = 0.05
-_MAX_TRACKED_SESSIONS = 4096
-_NOTIFY_TIMEOUT = 5.0
-
-RequestContext = ServerRequestContext[Any, Any]
-
-
-class ToolCaller(Protocol):
-    """What the server needs from the fleet to call an upstream tool."""
-
-    async def call_tool(
-        self,
-        server: str,
-        raw_name: str,
-        arguments: dict[str, Any],
-        progress_callback: ProgressCallback | None = None,
-    ) -> types.CallToolResult: ...
+_LIST_CHANGED: dict[Kind, type[types.ServerNotification]] = {
+    "tools": types.ToolListChangedNotification,
+    "prompts": types.PromptListChangedNotification,
+    "resources": types.ResourceListChangedNotification,
+}
 
 
 class _Connection:
@@ -64,6 +59,10 @@ def session_key(ctx: RequestContext) -> Hashable | None:
     return ctx.lifespan_context
 
 
+def _legacy(ctx: RequestContext) -> bool:
+    return ctx.session.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS
+
+
 def _client_name(ctx: RequestContext) -> str | None:
     params = ctx.session.client_params
     return params.client_info.name if params is not None and params.client_info is not None else None
@@ -74,80 +73,13 @@ def _text_result(payload: Any, *, is_error: bool = False) -> types.CallToolResul
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
 
 
-@dataclass
-class _Subscriber:
-    """A session and the fingerprint of the last list it was given or told of."""
-
-    profile: str
-    fingerprint: str
-    notify: Callable[[], Awaitable[None]]
-
-
-class ChangeNotifier:
-    """Tells each session when its `tools/list` has changed: once per change, never when it has not.
-
-    Handshake-era sessions are told on their connection, 2026-era sessions on their listen stream;
-    both are subscribers here, so one pass after each (coalesced) registry change covers everyone.
-    """
-
-    def __init__(self, views: Views) -> None:
-        self.views = views
-        self.announced = views.registry.generation
-        self._subscribers: OrderedDict[Hashable, _Subscriber] = OrderedDict()
-        self._pass_done = anyio.Event()
-
-    def remember(self, key: Hashable, view: SessionView, notify: Callable[[], Awaitable[None]]) -> None:
-        self._subscribers[key] = _Subscriber(view.profile, view.fingerprint, notify)
-        self._subscribers.move_to_end(key)
-        while len(self._subscribers) > _MAX_TRACKED_SESSIONS:
-            self._subscribers.popitem(last=False)
-
-    def forget(self, key: Hashable) -> None:
-        self._subscribers.pop(key, None)
-
-    async def wait_announced(self, generation: int) -> None:
-        """Return once every change up to `generation` has been announced to whom it concerns."""
-        while self.announced < generation:
-            await self._pass_done.wait()
-
-    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Notify the sessions whose list changed, after every change, until cancelled."""
-        registry = self.views.registry
-        task_status.started()
-        while True:
-            await registry.wait_for_change(self.announced)
-            await anyio.sleep(_COALESCE_SECONDS)  # a burst of changes becomes one announcement
-            generation = registry.generation
-            for key, subscriber in list(self._subscribers.items()):
-                fingerprint = self.views.for_profile(subscriber.profile).fingerprint
-                if fingerprint != subscriber.fingerprint:
-                    subscriber.fingerprint = fingerprint
-                    if not await self._notify(subscriber):
-                        self.forget(key)
-            self.announced = generation
-            self._pass_done.set()
-            self._pass_done = anyio.Event()
-
-    @staticmethod
-    async def _notify(subscriber: _Subscriber) -> bool:
-        """Send one list_changed; a connection that fails or stalls is forgotten, never waited on."""
-        with anyio.move_on_after(_NOTIFY_TIMEOUT):
-            try:
-                await subscriber.notify()
-            except Exception as exc:  # a dead connection must not stop the others' notifications
-                logger.debug("dropping a session whose connection failed: %s", exc)
-                return False
-            return True
-        return False
-
-
 class Handlers:
     """How each downstream request is answered, from the session's view of the catalog."""
 
     def __init__(
         self,
         views: Views,
-        caller: ToolCaller,
+        upstreams: Upstreams,
         notifier: ChangeNotifier,
         *,
         fleet_ready: anyio.Event,
@@ -155,11 +87,32 @@ class Handlers:
         profile: str | None = None,
     ) -> None:
         self.views = views
-        self.caller = caller
+        self.upstreams = upstreams
         self.notifier = notifier
         self.fleet_ready = fleet_ready
         self.startup_deadline = anyio.current_time() + startup_wait
         self.fixed_profile = profile
+        self.round_trips = RoundTrips()
+        self.logs = SessionLogs(views, upstreams)
+        self.resources = Resources(upstreams, self._view, self._request_channel, session_key)
+        self.prompts = Prompts(upstreams, self._view, self._request_channel)
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Host what outlives one request (2026-era calls awaiting the client's input) until cancelled."""
+        await self.round_trips.run(task_status=task_status)
+
+    def forget(self, key: Hashable) -> None:
+        """A connection ended: drop what was kept for it."""
+        self.notifier.forget(key)
+        self.resources.subscriptions.forget(key)
+        self.logs.forget(key)
+
+    async def on_notice(self, server: str, notification: types.ServerNotification) -> None:
+        """An upstream notification that no call claimed: resource updates and unrelated logs."""
+        if isinstance(notification, types.ResourceUpdatedNotification):
+            await self.resources.subscriptions.deliver(server, notification.params.uri)
+        elif isinstance(notification, types.LoggingMessageNotification):
+            await self.logs.deliver(server, notification.params)
 
     def profile_of(self, ctx: RequestContext) -> str:
         """`--profile`, else the HTTP path's profile, else a `match` on the client name, else default."""
@@ -171,7 +124,8 @@ class Handlers:
                 return str(chosen)
         return self.views.profile_for_client(_client_name(ctx))
 
-    def _view(self, ctx: RequestContext) -> SessionView:
+    async def _view(self, ctx: RequestContext) -> SessionView:
+        """The session's view; no request waits for the fleet here (see `_await_startup`)."""
         return self.views.for_profile(self.profile_of(ctx))
 
     async def _await_startup(self) -> None:
@@ -184,15 +138,48 @@ class Handlers:
             with anyio.move_on_after(self.startup_deadline - anyio.current_time()):
                 await self.fleet_ready.wait()
 
+    def _request_channel(self, ctx: RequestContext) -> BackChannel | None:
+        """A back channel for a request that is not a tool call: handshake-era sessions only."""
+        if not _legacy(ctx):
+            return None
+        key = session_key(ctx)
+        return SessionChannel(ctx, key, lambda: self.logs.level(key))
+
+    def _remember(self, ctx: RequestContext, view: SessionView, kind: Kind) -> None:
+        key = session_key(ctx)
+        if key is None or not _legacy(ctx):
+            return
+        session = ctx.session
+
+        async def notify(changed: Kind) -> None:
+            await session.send_notification(_LIST_CHANGED[changed]())
+
+        self.notifier.remember(key, view, notify, (kind,))
+
     async def list_tools(
         self, ctx: RequestContext, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         await self._await_startup()
-        view = self._view(ctx)
-        key = session_key(ctx)
-        if key is not None and ctx.session.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:
-            self.notifier.remember(key, view, ctx.session.send_tool_list_changed)
+        view = await self._view(ctx)
+        self._remember(ctx, view, "tools")
         return types.ListToolsResult(tools=list(view.surface.tools))
+
+    async def list_prompts(
+        self, ctx: RequestContext, params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        await self._await_startup()
+        self._remember(ctx, await self._view(ctx), "prompts")
+        return await self.prompts.list(ctx, params)
+
+    async def list_resources(
+        self, ctx: RequestContext, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        await self._await_startup()
+        self._remember(ctx, await self._view(ctx), "resources")
+        return await self.resources.list(ctx, params)
+
+    async def set_logging_level(self, ctx: RequestContext, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        return await self.logs.set_level(ctx, session_key(ctx), self.profile_of(ctx), params.level)
 
     def input_schema(self, name: str) -> Mapping[str, Any] | None:
         entry = self.views.registry.get(name)
@@ -201,19 +188,37 @@ class Handlers:
     async def listen(
         self, ctx: RequestContext, params: types.SubscriptionsListenRequestParams
     ) -> types.SubscriptionsListenResult:
-        """Serve a 2026-era listen stream: ack, then announce this session's list changes until closed."""
+        """Serve a 2026-era listen stream: ack, then announce this session's changes until closed."""
         meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
-        wanted = bool(params.notifications.tools_list_changed)
-        honored = types.SubscriptionFilter(tools_list_changed=True if wanted else None)
+        wanted = params.notifications
+        kinds: list[Kind] = [kind for kind, flag in (("tools", wanted.tools_list_changed),
+                                                     ("prompts", wanted.prompts_list_changed),
+                                                     ("resources", wanted.resources_list_changed)) if flag]
         view = self.views.for_profile(self.profile_of(ctx))  # taken before the ack: no change is missed
+        uris = [uri for uri in wanted.resource_subscriptions or () if view.catalog.route_uri(uri) is not None]
+        honored = types.SubscriptionFilter(
+            tools_list_changed=True if "tools" in kinds else None,
+            prompts_list_changed=True if "prompts" in kinds else None,
+            resources_list_changed=True if "resources" in kinds else None,
+            resource_subscriptions=uris or None,
+        )
 
-        async def notify() -> None:
-            changed = types.ToolListChangedNotification(params=types.NotificationParams(_meta=meta))
+        async def notify(kind: Kind) -> None:
+            changed = _LIST_CHANGED[kind](params=types.NotificationParams(_meta=meta))
             await ctx.session.send_notification(changed, related_request_id=ctx.request_id)
 
+        async def updated(uri: str) -> None:
+            notification = types.ResourceUpdatedNotification(
+                params=types.ResourceUpdatedNotificationParams(uri=uri, _meta=meta))
+            await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
+
         stream = object()
-        if wanted:
-            self.notifier.remember(stream, view, notify)
+        if kinds:
+            self.notifier.remember(stream, view, notify, kinds)
+        for uri in uris:
+            target = view.catalog.route_uri(uri)
+            if target is not None and self.resources.subscriptions.add(stream, target, uri, updated):
+                await self.resources.forward(target, subscribe=True)
         try:
             await ctx.session.send_notification(
                 types.SubscriptionsAcknowledgedNotification(
@@ -223,14 +228,29 @@ class Handlers:
             )
             await anyio.sleep_forever()
         finally:
-            self.notifier.forget(stream)
+            self.forget(stream)
         return types.SubscriptionsListenResult(_meta=meta)
 
-    async def call_tool(self, ctx: RequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
-        view = self._view(ctx)  # a tool of a server still connecting waits for that server alone (the fleet)
+    async def call_tool(
+        self, ctx: RequestContext, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Answer a call; a 2026-era session's call runs across input-required rounds when it must."""
+        key = session_key(ctx)
+        if _legacy(ctx):
+            return await self._answer(ctx, params, SessionChannel(ctx, key, lambda: self.logs.level(key)))
+
+        async def run(channel: RoundTripChannel) -> types.CallToolResult:
+            return await self._answer(ctx, params, channel)
+
+        return await self.round_trips.call(ctx, key, params, run)
+
+    async def _answer(
+        self, ctx: RequestContext, params: types.CallToolRequestParams, channel: SessionChannel | RoundTripChannel
+    ) -> types.CallToolResult:
+        view = await self._view(ctx)
         arguments = params.arguments or {}
         try:
-            return await self._dispatch(ctx, view, params.name, arguments)
+            return await self._dispatch(view, params.name, arguments, channel)
         except InvalidArguments as exc:
             error = {"error": str(exc), "path": exc.path, "constraint": exc.constraint}
             return _text_result({**error, "inputSchema": exc.input_schema}, is_error=True)
@@ -241,7 +261,7 @@ class Handlers:
             return _text_result(f"toolbridge: internal error: {redact(str(exc))}", is_error=True)
 
     async def _dispatch(
-        self, ctx: RequestContext, view: SessionView, name: str, arguments: dict[str, Any]
+        self, view: SessionView, name: str, arguments: dict[str, Any], channel: SessionChannel | RoundTripChannel
     ) -> types.CallToolResult:
         if view.surface.tier == "bridge":
             if name == "tool_search":
@@ -251,31 +271,32 @@ class Handlers:
                 return _text_result(bridge.describe(self.views, view, arguments))
             if name == "tool_call":
                 prepared = bridge.prepare_call(self.views, view, arguments)
-                return await self._forward(ctx, prepared.entry, prepared.arguments)
+                return await self._forward(prepared.entry, prepared.arguments, channel)
         direct = view.core if view.surface.tier == "bridge" else view.scope
         entry = self.views.registry.get(name)
         if entry is None or name not in direct:
             raise UnknownTool(name, bridge.suggest(view, name))
-        return await self._forward(ctx, entry, arguments)
+        return await self._forward(entry, arguments, channel)
 
-    async def _forward(self, ctx: RequestContext, entry: ToolEntry, arguments: dict[str, Any]) -> types.CallToolResult:
-        async def progress(value: float, total: float | None, message: str | None) -> None:
-            await ctx.session.report_progress(value, total, message)
-
-        return await self.caller.call_tool(entry.server, entry.raw_name, arguments, progress_callback=progress)
+    async def _forward(
+        self, entry: ToolEntry, arguments: dict[str, Any], channel: SessionChannel | RoundTripChannel
+    ) -> types.CallToolResult:
+        return await self.upstreams.call_tool(entry.server, entry.raw_name, arguments,
+                                              progress_callback=channel.progress, channel=channel)
 
 
 class _AnnouncingServer(Server[Any]):
-    """Advertise `tools.listChanged` to handshake-era clients on every transport.
+    """Advertise `listChanged` for tools, prompts and resources to handshake-era clients on every transport.
 
     The SDK's HTTP and in-memory paths build initialization options with no notification options,
-    which would tell those clients that our list never changes.
+    which would tell those clients that our lists never change.
     """
 
     def create_initialization_options(
         self, notification_options: NotificationOptions | None = None, *args: Any, **kwargs: Any
     ) -> Any:
-        options = notification_options or NotificationOptions(tools_changed=True)
+        options = notification_options or NotificationOptions(
+            tools_changed=True, prompts_changed=True, resources_changed=True)
         return super().create_initialization_options(options, *args, **kwargs)
 
 
@@ -288,15 +309,26 @@ def build_server(handlers: Handlers) -> Server[Any]:
         try:
             yield connection
         finally:
-            handlers.notifier.forget(connection)
+            handlers.forget(connection)
 
-    return _AnnouncingServer(
-        "toolbridge",
-        version=__version__,
-        instructions="Tools from many MCP servers. Use tool_search to find deferred tools.",
-        lifespan=per_connection,
-        on_list_tools=handlers.list_tools,
-        on_call_tool=handlers.call_tool,
-        on_subscriptions_listen=handlers.listen,
-        get_tool_input_schema=handlers.input_schema,
-    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCPDeprecationWarning)  # logging/setLevel is handshake-era, and served
+        return _AnnouncingServer(
+            "toolbridge",
+            version=__version__,
+            instructions="Tools from many MCP servers. Use tool_search to find deferred tools.",
+            lifespan=per_connection,
+            on_list_tools=handlers.list_tools,
+            on_call_tool=handlers.call_tool,
+            on_list_resources=handlers.list_resources,
+            on_list_resource_templates=handlers.resources.templates,
+            on_read_resource=handlers.resources.read,
+            on_subscribe_resource=handlers.resources.subscribe,
+            on_unsubscribe_resource=handlers.resources.unsubscribe,
+            on_list_prompts=handlers.list_prompts,
+            on_get_prompt=handlers.prompts.get,
+            on_completion=handlers.prompts.complete,
+            on_set_logging_level=handlers.set_logging_level,
+            on_subscriptions_listen=handlers.listen,
+            get_tool_input_schema=handlers.input_schema,
+        )

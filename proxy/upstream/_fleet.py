@@ -15,17 +15,18 @@ import enum
 import logging
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import anyio
-from mcp import types
+from mcp import Client, types
 
 from proxy.config import UpstreamConfig
 from proxy.errors import SessionLost, UpstreamError, UpstreamRefused, UpstreamTimeout, UpstreamUnavailable
 from proxy.upstream._availability import Availability
+from proxy.upstream._backchannel import BackChannel, NoticeSink
 from proxy.upstream._backoff import next_delay
 from proxy.upstream._cache import CatalogCache
 from proxy.upstream._connection import Connection, ProgressCallback, TransportChoice, connect
@@ -36,16 +37,28 @@ KEEPALIVE_INTERVAL = 30.0
 PARK_AFTER_FAILURES = 5
 REPROBE_INTERVAL = 300.0
 STABLE_AFTER = 60.0  # a connection that lived this long wipes the failure count
+T = TypeVar("T")
 
 
 class ToolSink(Protocol):
     """Where the fleet puts each server's tools (the registry); it bumps on availability changes."""
 
-    def set_server_tools(self, server: str, tools: Iterable[types.Tool]) -> Any: ...
+    def set_server_tools(self, server: str, tools: Iterable[types.Tool], *, prefix: bool = True) -> Any: ...
 
     def remove_server(self, server: str) -> Any: ...
 
     def bump(self) -> None: ...
+
+
+class CatalogSink(Protocol):
+    """Where the fleet puts each server's resources, resource templates and prompts."""
+
+    def set_server_catalog(
+        self, server: str, resources: Iterable[types.Resource], templates: Iterable[types.ResourceTemplate],
+        prompts: Iterable[types.Prompt], *, prefix: bool = True,
+    ) -> None: ...
+
+    def remove_server(self, server: str) -> None: ...
 
 
 class UpstreamState(enum.Enum):
@@ -112,12 +125,16 @@ class Fleet:
         park_after: int = PARK_AFTER_FAILURES,
         reprobe: float = REPROBE_INTERVAL,
         grace: float = 60.0,
+        catalogs: CatalogSink | None = None,
+        notices: NoticeSink | None = None,
         cache: CatalogCache | None = None,
         lazy: bool = False,
         idle_timeout: float | None = None,
         spawn_concurrency: int | None = None,
     ) -> None:
         self.registry = registry
+        self.catalogs = catalogs
+        self._notices = notices
         self.availability = Availability(check=self.is_offered, grace=grace)
         self.ready = anyio.Event()
         self._config_dir = config_dir
@@ -154,7 +171,7 @@ class Fleet:
                 await anyio.sleep_forever()
         finally:
             for up in self._servers.values():
-                self.registry.remove_server(up.name)
+                self._withdraw(up)
 
     def is_ready(self, server: str) -> bool:
         up = self._servers.get(server)
@@ -185,10 +202,12 @@ class Fleet:
         raw_name: str,
         arguments: dict[str, Any] | None,
         progress_callback: ProgressCallback | None = None,
+        channel: BackChannel | None = None,
     ) -> types.CallToolResult:
         """Call a tool on `server`'s live connection, from the caller's task.
 
-        Cancelling the caller cancels the upstream request; progress is passed through. A call
+        Cancelling the caller cancels the upstream request; progress is passed through, and the
+        upstream's sampling, elicitation, roots requests and logs go to `channel`. A call
         that finds the upstream's session gone (it restarted) is retried once after reconnecting.
 
         Raises:
@@ -208,14 +227,14 @@ class Fleet:
                 raise UpstreamUnavailable(server, f"temporarily unavailable ({up.reason})")
             try:
                 return await conn.call_tool(raw_name, arguments, timeout=up.config.timeout,
-                                            progress_callback=progress_callback)
+                                            progress_callback=progress_callback, channel=channel)
             except SessionLost:
                 await self._wait_replaced(up, conn)
             conn = up.connection
             if up.state is not UpstreamState.READY or conn is None:
                 raise UpstreamUnavailable(server, f"temporarily unavailable ({up.reason})")
             return await conn.call_tool(raw_name, arguments, timeout=up.config.timeout,
-                                        progress_callback=progress_callback)
+                                        progress_callback=progress_callback, channel=channel)
         finally:
             up.pending -= 1
             up.last_used = anyio.current_time()
@@ -227,6 +246,29 @@ class Fleet:
         with anyio.move_on_after(up.config.connect_timeout):
             while up.state in (*_STARTABLE, UpstreamState.STARTING):
                 await up.state_changed.wait()
+
+    async def request(
+        self, server: str, what: str, operation: Callable[[Client], Awaitable[T]], channel: BackChannel | None = None
+    ) -> T:
+        """Run a request other than a tool call (read, get, complete, subscribe, set level) on `server`.
+
+        Raises:
+            UpstreamUnavailable: the server is not connected, or died meanwhile.
+            UpstreamTimeout: no answer within the server's `timeout`.
+            UpstreamError: the upstream answered with an error.
+        """
+        up = self._servers.get(server)
+        conn = up.connection if up is not None else None
+        if up is None or up.state is not UpstreamState.READY or conn is None:
+            raise UpstreamUnavailable(server, "temporarily unavailable")
+        with anyio.move_on_after(up.config.timeout):
+            return await conn.request(what, operation, channel)
+        raise UpstreamTimeout(server, f"{what} gave no answer within {up.config.timeout:g} s; cancelled")
+
+    def logs(self, server: str) -> bool:
+        """Whether `server` is connected and takes `logging/setLevel`."""
+        up = self._servers.get(server)
+        return up is not None and up.connection is not None and up.connection.logs
 
     # --- supervision -----------------------------------------------------------------------------
 
@@ -249,7 +291,7 @@ class Fleet:
                 await self._after_failure(up, error)
         finally:
             up.connection = None
-            self.registry.remove_server(up.name)
+            self._withdraw(up)
 
     async def _connect_and_serve(self, up: _Upstream) -> bool:
         """One connection's life: connect, list, serve until it ends; True when stopped for being idle.
@@ -268,8 +310,9 @@ class Fleet:
             started = anyio.current_time()
             with anyio.CancelScope(deadline=started + config.connect_timeout) as scope:
                 async with (
-                    connect(config, config_dir=self._config_dir, log_dir=self._log_dir,
-                            transport=up.transport, mode=self._mode) as conn,
+                    connect(config, config_dir=self._config_dir, log_dir=self._log_dir, transport=up.transport,
+                            mode=self._mode if config.protocol == "auto" else config.client_mode,
+                            notices=self._notices) as conn,
                     anyio.create_task_group() as tg,
                 ):
                     if conn.modern and conn.announces_changes:
@@ -336,8 +379,11 @@ class Fleet:
         """List every page and register the result: one `set_server_tools`, one generation bump."""
         conn.signals.changed = False  # a notification during the listing triggers one more refresh
         tools = await conn.list_tools()
+        if self.catalogs is not None:
+            resources, templates, prompts = await conn.list_catalog()
+            self.catalogs.set_server_catalog(up.name, resources, templates, prompts, prefix=up.config.prefix)
         up.tool_count, up.listed = len(tools), True
-        change = self.registry.set_server_tools(up.name, tools)
+        change = self.registry.set_server_tools(up.name, tools, prefix=up.config.prefix)
         if change.changed:
             logger.info("server %s: %d tools (+%d ~%d -%d)", up.name, len(tools),
                         len(change.added), len(change.replaced), len(change.removed))
@@ -350,7 +396,7 @@ class Fleet:
         tools = self._cache.load(up.config) if self._cache is not None else None
         if tools is None:
             return
-        self.registry.set_server_tools(up.name, tools)
+        self.registry.set_server_tools(up.name, tools, prefix=up.config.prefix)
         up.tool_count, up.listed, up.stored, up.settled = len(tools), True, True, True
         if up.lazy:
             self._set_state(up, UpstreamState.LAZY, "not started; tools from the cached catalog")
@@ -370,7 +416,7 @@ class Fleet:
         if isinstance(error, UpstreamRefused) or up.failures >= self._park_after:
             logger.warning("%s; parked, re-probing every %g s", error, self._reprobe)
             self._set_state(up, UpstreamState.PARKED, error.reason)
-            self.registry.remove_server(up.name)
+            self._withdraw(up)
             up.listed = up.stored = False
             await anyio.sleep(self._reprobe)
             return
@@ -380,6 +426,11 @@ class Fleet:
         await anyio.sleep(delay)
 
     # --- state bookkeeping -----------------------------------------------------------------------
+
+    def _withdraw(self, up: _Upstream) -> None:
+        self.registry.remove_server(up.name)
+        if self.catalogs is not None:
+            self.catalogs.remove_server(up.name)
 
     def _set_state(self, up: _Upstream, state: UpstreamState, reason: str) -> None:
         was_offered = _offered(up)
