@@ -29,7 +29,6 @@ __all__ = [
     "Latency",
     "free_port",
     "machine_summary",
-    "rss_mb",
     "started_server",
     "toolbridge_command",
     "wait_http",
@@ -123,11 +122,3 @@ def started_server(command: list[str], log: Path, cwd: Path = REPO) -> Iterator[
                 break
             except subprocess.TimeoutExpired:
                 continue
-
-
-def rss_mb(pid: int) -> float:
-    """Resident set size of one process (VmRSS), in MiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")

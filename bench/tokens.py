@@ -26,6 +26,7 @@ from typing import Any
 import anthropic_tokenizer
 import anyio
 from mcp import Client, StdioServerParameters, stdio_client, types
+from mcp.types.version import LATEST_MODERN_VERSION
 
 from bench.fleets import Fleet, real_fleet, synthetic_fleet, write_fleet, write_mcp_config, write_toolbridge_config
 from bench.harness import FASTMCP_PYTHON, REPO, machine_summary, toolbridge_command
@@ -67,7 +68,10 @@ async def _list(command: list[str]) -> Listed:
     """Start a server over stdio and list its tools (every page) as wire-format dicts."""
     params = StdioServerParameters(command=command[0], args=command[1:], cwd=str(REPO))
     started = time.perf_counter()
-    async with Client(stdio_client(params), read_timeout_seconds=900) as client:
+    # The era is pinned, not probed: FastMCP answers `server/discover` only once it has connected every
+    # upstream, and at 50,000 tools that outlasts the SDK's 10 s probe (the late answer then makes the
+    # connection refuse the fallback `initialize`).
+    async with Client(stdio_client(params), mode=LATEST_MODERN_VERSION, read_timeout_seconds=900) as client:
         tools: list[types.Tool] = []
         cursor = None
         while True:
