@@ -28,6 +28,7 @@ async def serving(tmp_path: Path, startup_wait: float) -> AsyncIterator[tuple[Ga
         await tg.start(notifier.run)
         handlers = Handlers(gateway.views, gateway.fleet, notifier, fleet_ready=gateway.fleet.ready,
                             startup_wait=startup_wait)
+        await tg.start(handlers.run)
         async with Client(build_server(handlers), cache=None) as client:  # no tools/list before a call
             yield gateway, client
         tg.cancel_scope.cancel()
