@@ -42,10 +42,10 @@ class Gateway:
     notice_listeners: list[NoticeSink]
 
     async def wait_until_ready(self, timeout: float) -> bool:
-        """Wait (bounded) until every upstream has registered or failed once."""
+        """Wait (bounded) until every upstream has connected or failed once (a lazy one is not started)."""
         with anyio.move_on_after(timeout):
-            await self.fleet.ready.wait()
-        return self.fleet.ready.is_set()
+            await self.fleet.started.wait()
+        return self.fleet.started.is_set()
 
     def health(self) -> dict[str, Any]:
         return {"status": "ok", "servers": {s.name: s.state.value for s in self.fleet.status()}}

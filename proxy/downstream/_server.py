@@ -73,6 +73,10 @@ def _text_result(payload: Any, *, is_error: bool = False) -> types.CallToolResul
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
 
 
+def _offers(view: SessionView, name: str) -> bool:
+    return name in view.scope or any(tool.name == name for tool in view.surface.tools)
+
+
 class Handlers:
     """How each downstream request is answered, from the session's view of the catalog."""
 
@@ -248,6 +252,9 @@ class Handlers:
         self, ctx: RequestContext, params: types.CallToolRequestParams, channel: SessionChannel | RoundTripChannel
     ) -> types.CallToolResult:
         view = await self._view(ctx)
+        if not _offers(view, params.name):  # a name not registered yet: only the startup window waits
+            await self._await_startup()
+            view = await self._view(ctx)
         arguments = params.arguments or {}
         try:
             return await self._dispatch(view, params.name, arguments, channel)

@@ -94,7 +94,8 @@ class _Upstream:
     connection: Connection | None = None
     tool_count: int = 0
     failures: int = 0
-    settled: bool = False
+    settled: bool = False  # registered (live or from the cache) or failed once
+    tried: bool = False  # connected or failed once, or lazy: what a one-shot command waits for
     state_changed: anyio.Event = field(default_factory=anyio.Event)
     lazy: bool = False
     idle_timeout: float | None = None
@@ -136,7 +137,8 @@ class Fleet:
         self.catalogs = catalogs
         self._notices = notices
         self.availability = Availability(check=self.is_offered, grace=grace)
-        self.ready = anyio.Event()
+        self.ready = anyio.Event()  # every server settled: what the first tools/list waits for
+        self.started = anyio.Event()  # every server tried: what a one-shot command waits for
         self._config_dir = config_dir
         self._log_dir = log_dir
         self._mode = mode
@@ -152,7 +154,7 @@ class Fleet:
                            lazy=lazy if config.lazy is None else config.lazy,
                            idle_timeout=(config.idle_timeout or idle_timeout) if config.is_stdio else None)
             if not config.enabled:
-                up.state, up.reason, up.settled = UpstreamState.DISABLED, "disabled in config", True
+                up.state, up.reason, up.settled, up.tried = UpstreamState.DISABLED, "disabled in config", True, True
             self._servers[name] = up
 
     # --- public API ------------------------------------------------------------------------------
@@ -399,6 +401,7 @@ class Fleet:
         self.registry.set_server_tools(up.name, tools, prefix=up.config.prefix)
         up.tool_count, up.listed, up.stored, up.settled = len(tools), True, True, True
         if up.lazy:
+            up.tried = True
             self._set_state(up, UpstreamState.LAZY, "not started; tools from the cached catalog")
 
     def _drop(self, up: _Upstream, uptime: float) -> None:
@@ -458,13 +461,15 @@ class Fleet:
                 self.registry.bump()
 
     def _settle(self, up: _Upstream) -> None:
-        if not up.settled:
-            up.settled = True
+        if not (up.settled and up.tried):
+            up.settled = up.tried = True
             self._check_ready()
 
     def _check_ready(self) -> None:
         if all(up.settled for up in self._servers.values()):
             self.ready.set()
+        if all(up.tried for up in self._servers.values()):
+            self.started.set()
 
     async def _wait_replaced(self, up: _Upstream, old: Connection) -> None:
         """Wait (within connect_timeout) for the supervisor to bring up a new connection."""
