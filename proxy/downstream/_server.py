@@ -94,7 +94,8 @@ class Handlers:
         self.upstreams = upstreams
         self.notifier = notifier
         self.fleet_ready = fleet_ready
-        self.startup_deadline = anyio.current_time() + startup_wait
+        self.startup_wait = startup_wait
+        self.startup_deadline: float | None = None  # set by the first request that waits
         self.fixed_profile = profile
         self.round_trips = RoundTrips()
         self.logs = SessionLogs(views, upstreams)
@@ -133,12 +134,15 @@ class Handlers:
         return self.views.for_profile(self.profile_of(ctx))
 
     async def _await_startup(self) -> None:
-        """Within `startup_wait` of the start, wait for every upstream to register or fail once.
+        """Wait for every upstream to register or fail once, within `startup_wait` of the first list.
 
-        One window for the process, not one per session or request: a `tools/list` early enough
-        sees the fast part of the fleet, and after the window nothing ever waits for the fleet.
+        One window for the process, opened by its first `tools/list`, not one per session or
+        request: a list early enough sees the fast part of the fleet, and after the window nothing
+        ever waits for the fleet.
         """
         if not self.fleet_ready.is_set():
+            if self.startup_deadline is None:
+                self.startup_deadline = anyio.current_time() + self.startup_wait
             with anyio.move_on_after(self.startup_deadline - anyio.current_time()):
                 await self.fleet_ready.wait()
 
