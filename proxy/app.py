@@ -36,7 +36,7 @@ from proxy.downstream import (
 from proxy.ops import AuditLog, Metrics, reload_on_sighup, status_report, watch_config
 from proxy.registry import Registry
 from proxy.search import SemanticIndex
-from proxy.upstream import Fleet, NoticeSink
+from proxy.upstream import CatalogCache, Fleet, NoticeSink
 from proxy.views import Views
 
 logger = logging.getLogger(__name__)
@@ -51,10 +51,10 @@ class Gateway:
     notice_listeners: list[NoticeSink]
 
     async def wait_until_ready(self, timeout: float) -> bool:
-        """Wait (bounded) until every upstream has registered or failed once."""
+        """Wait (bounded) until every upstream has connected or failed once (a lazy one is not started)."""
         with anyio.move_on_after(timeout):
-            await self.fleet.ready.wait()
-        return self.fleet.ready.is_set()
+            await self.fleet.started.wait()
+        return self.fleet.started.is_set()
 
     def health(self) -> dict[str, Any]:
         return {"status": "ok", "servers": {s.name: s.state.value for s in self.fleet.status()}}
@@ -73,10 +73,14 @@ class Gateway:
         self.config = config
 
 
-def embedding_cache_dir(config: Config) -> Path:
-    """`$TOOLBRIDGE_CACHE_DIR/embeddings`, else `<config dir>/.cache/embeddings`."""
+def cache_dir(config: Config) -> Path:
+    """`$TOOLBRIDGE_CACHE_DIR`, else `<config dir>/.cache`."""
     root = os.environ.get("TOOLBRIDGE_CACHE_DIR")
-    return (Path(root) if root else config.directory / ".cache") / "embeddings"
+    return Path(root) if root else config.directory / ".cache"
+
+
+def embedding_cache_dir(config: Config) -> Path:
+    return cache_dir(config) / "embeddings"
 
 
 async def embed_pending(index: SemanticIndex) -> None:
@@ -117,8 +121,11 @@ async def run_gateway(
         for listener in listeners:
             await listener(server, notification)
 
+    settings = config.toolsets
     fleet = Fleet(config.upstreams, registry, config_dir=config.directory,
-                  log_dir=log_dir or config.directory / "logs", catalogs=catalogs, notices=notices)
+                  log_dir=log_dir or config.directory / "logs", catalogs=catalogs, notices=notices,
+                  cache=CatalogCache(cache_dir(config) / "catalogs"), lazy=settings.lazy,
+                  idle_timeout=settings.idle_timeout, spawn_concurrency=settings.spawn_concurrency)
     views = Views(registry, config.toolsets, fleet.availability, default_context_tokens=context_tokens,
                   cache_dir=embedding_cache_dir(config), catalogs=catalogs)
     async with anyio.create_task_group() as tg:

@@ -7,7 +7,9 @@ Synchronous by design: it lives on one event loop, so it needs no locks. Every c
 
 from __future__ import annotations
 
+import json
 import logging
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -22,22 +24,53 @@ from proxy.text import clean, clean_strings
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
 class ToolEntry:
-    """One registered upstream tool. `tool` is the upstream definition, renamed to `name`."""
+    """One registered upstream tool. `tool` is the upstream definition, renamed to `name`.
 
-    name: str
-    server: str
-    raw_name: str
-    tool: types.Tool
+    Held compactly, for fleets of tens of thousands of tools: the definition minus its description
+    as compressed JSON (a parsed schema costs ~9 KB of Python objects per tool), rebuilt on demand
+    for the few tools a call or a `tool_describe` touches; the description stays a string, since
+    every listing and search result reads it.
+    """
+
+    __slots__ = ("_description", "_wire", "name", "raw_name", "server")
+
+    def __init__(self, name: str, server: str, raw_name: str, tool: types.Tool) -> None:
+        self.name, self.server, self.raw_name = name, server, raw_name
+        self._description = tool.description
+        rest = tool.model_dump(by_alias=True, exclude_none=True, mode="json", exclude={"name", "description"})
+        self._wire = zlib.compress(json.dumps(rest, separators=(",", ":")).encode(), 6)
+
+    def _fields(self) -> dict[str, Any]:
+        return json.loads(zlib.decompress(self._wire))
+
+    @property
+    def tool(self) -> types.Tool:
+        fields = self._fields()
+        if self._description is not None:
+            fields["description"] = self._description
+        return types.Tool.model_validate({**fields, "name": self.name})
 
     @property
     def description(self) -> str:
-        return self.tool.description or ""
+        return self._description or ""
 
     @property
     def input_schema(self) -> dict[str, Any]:
-        return self.tool.input_schema
+        schema: dict[str, Any] = self._fields().get("inputSchema", {})
+        return schema
+
+    def _key(self) -> tuple[str, str, str, str | None, bytes]:
+        return self.name, self.server, self.raw_name, self._description, self._wire
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ToolEntry) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"ToolEntry({self.name!r}, server={self.server!r})"
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,9 @@ class UpstreamConfig(_Frozen):
     protocol: Literal["auto", "legacy", "2026"] = "auto"
     # False: the server's tools and prompts keep their own names (collisions stay qualified).
     prefix: bool = True
+    # None: the `toolsets.yaml` default. Lazy: listed from the cached catalog, started on first use.
+    lazy: bool | None = None
+    idle_timeout: float | None = Field(default=None, gt=0)  # stdio only: stop after this long unused
 
     @field_validator("args", mode="before")
     @classmethod
@@ -163,6 +166,10 @@ class ToolsetsConfig(_Frozen):
     toolsets: dict[str, ToolsetConfig] = Field(default_factory=dict)
     profiles: dict[str, ProfileConfig] = Field(default_factory=lambda: {"default": ProfileConfig()})
     startup_wait: float = Field(default=3.0, ge=0)
+    # Fleet-wide defaults for `upstreams/*.yaml`, and how many stdio children may start at once.
+    lazy: bool = False
+    idle_timeout: float | None = Field(default=None, gt=0)
+    spawn_concurrency: int | None = Field(default=None, ge=1)
     tool_search: ToolSearchSettings = ToolSearchSettings()
     metrics: MetricsConfig = MetricsConfig()
     large_results: LargeResultsConfig = LargeResultsConfig()

@@ -73,6 +73,10 @@ def _text_result(payload: Any, *, is_error: bool = False) -> types.CallToolResul
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
 
 
+def _offers(view: SessionView, name: str) -> bool:
+    return name in view.scope or any(tool.name == name for tool in view.surface.tools)
+
+
 class Handlers:
     """How each downstream request is answered, from the session's view of the catalog."""
 
@@ -93,6 +97,7 @@ class Handlers:
         self.notifier = notifier
         self.fleet_ready = fleet_ready
         self.startup_wait = startup_wait
+        self.startup_deadline: float | None = None  # set by the first request that waits
         self.fixed_profile = profile
         self.round_trips = RoundTrips()
         self.logs = SessionLogs(views, upstreams)
@@ -130,11 +135,21 @@ class Handlers:
         return self.views.profile_for_client(_client_name(ctx))
 
     async def _view(self, ctx: RequestContext) -> SessionView:
-        """The session's view, after waiting (bounded) for the fleet's first registrations."""
-        if not self.fleet_ready.is_set():
-            with anyio.move_on_after(self.startup_wait):
-                await self.fleet_ready.wait()
+        """The session's view; no request waits for the fleet here (see `_await_startup`)."""
         return self.views.for_profile(self.profile_of(ctx))
+
+    async def _await_startup(self) -> None:
+        """Wait for every upstream to register or fail once, within `startup_wait` of the first list.
+
+        One window for the process, opened by its first `tools/list`, not one per session or
+        request: a list early enough sees the fast part of the fleet, and after the window nothing
+        ever waits for the fleet.
+        """
+        if not self.fleet_ready.is_set():
+            if self.startup_deadline is None:
+                self.startup_deadline = anyio.current_time() + self.startup_wait
+            with anyio.move_on_after(self.startup_deadline - anyio.current_time()):
+                await self.fleet_ready.wait()
 
     def _request_channel(self, ctx: RequestContext) -> BackChannel | None:
         """A back channel for a request that is not a tool call: handshake-era sessions only."""
@@ -157,6 +172,7 @@ class Handlers:
     async def list_tools(
         self, ctx: RequestContext, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
+        await self._await_startup()
         view = await self._view(ctx)
         self._remember(ctx, view, "tools")
         surface, _ = self.views.session_surface(view, self._promoted(session_key(ctx), view))
@@ -183,12 +199,14 @@ class Handlers:
     async def list_prompts(
         self, ctx: RequestContext, params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
+        await self._await_startup()
         self._remember(ctx, await self._view(ctx), "prompts")
         return await self.prompts.list(ctx, params)
 
     async def list_resources(
         self, ctx: RequestContext, params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
+        await self._await_startup()
         self._remember(ctx, await self._view(ctx), "resources")
         return await self.resources.list(ctx, params)
 
@@ -262,6 +280,9 @@ class Handlers:
         self, ctx: RequestContext, params: types.CallToolRequestParams, channel: SessionChannel | RoundTripChannel
     ) -> types.CallToolResult:
         view = await self._view(ctx)
+        if not _offers(view, params.name):  # a name not registered yet: only the startup window waits
+            await self._await_startup()
+            view = await self._view(ctx)
         arguments = params.arguments or {}
         started, clock = time.time(), time.perf_counter()
         target: list[ToolEntry] = []  # the upstream tool this call reached, once known
