@@ -20,7 +20,6 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 from mcp import types
-from mcp.server.stdio import stdio_server
 
 from proxy.catalogs import Catalogs
 from proxy.config import Config, keep_last_good, load_config
@@ -31,6 +30,7 @@ from proxy.downstream import (
     HttpApp,
     build_server,
     serve_http,
+    stdio_transport,
     transport_security,
 )
 from proxy.ops import AuditLog, Metrics, reload_on_sighup, status_report, watch_config
@@ -217,7 +217,7 @@ async def _serve(
                 tg.start_soon(watch_config, config.directory, gateway.reload)
             server = build_server(handlers)
             if http is None:
-                async with stdio_server() as (read, write):
+                async with stdio_transport() as (read, write):
                     await server.run(read, write, server.create_initialization_options())
             else:
                 app = HttpApp(

@@ -84,6 +84,20 @@ def _serve(args: argparse.Namespace, config: Config) -> None:
                            allowed_origins=tuple(args.allowed_origin))
     anyio.run(functools.partial(serve, config, context_tokens=args.context_tokens, profile=args.profile, http=http,
                                 watch=not args.no_watch))
+    if http is None:
+        _exit_past_stdin_reader()
+
+
+def _exit_past_stdin_reader() -> None:
+    """Exit now that the fleet is down, without joining the SDK's stdin reader thread.
+
+    The stdio transport reads stdin in a worker thread; after SIGTERM, while the client keeps stdin
+    open, that read never returns and the interpreter would wait for it forever on exit.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 # --- one-shot commands ----------------------------------------------------------------------

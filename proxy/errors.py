@@ -45,6 +45,7 @@ __all__ = [
     "UpstreamUnavailable",
     "describe",
     "redact",
+    "remember_secrets",
     "translate",
 ]
 
@@ -279,8 +280,23 @@ _SECRET_PATTERNS = [
 ]
 
 
+# Values interpolated from the environment into a config (`${VAR}`): any may be a token placed in
+# `command`, `args` or `cwd`, where no pattern can recognise it. Short ones ("1", "true") are not
+# credentials, and redacting them would mangle every message.
+_MIN_SECRET_LENGTH = 8
+_known_secrets: set[str] = set()
+
+
+def remember_secrets(values: set[str]) -> None:
+    """Have `redact` remove these exact strings from now on (process-wide: logs, status, errors)."""
+    _known_secrets.update(value for value in values if len(value) >= _MIN_SECRET_LENGTH)
+
+
 def redact(text: str) -> str:
-    """Remove credentials (bearer tokens, key=/token=/password= values, URL passwords) from text."""
+    """Remove credentials (bearer tokens, key=/token=/password= values, URL passwords, known secrets)."""
+    for secret in sorted(_known_secrets, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, _REDACTED)
     for pattern, replacement in _SECRET_PATTERNS:
         text = pattern.sub(replacement, text)
     return text

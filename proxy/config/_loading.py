@@ -17,11 +17,11 @@ from pydantic import ValidationError
 
 from proxy.config._models import SERVER_NAME, Config, ToolSearchSettings, ToolsetsConfig, UpstreamConfig
 from proxy.config._yaml import line_of, read_yaml, validation_problem
-from proxy.errors import ConfigError
+from proxy.errors import ConfigError, remember_secrets
 
 logger = logging.getLogger(__name__)
 
-_VARIABLE = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}")
+_VARIABLE = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 # --- tool_search: lenient parsing -------------------------------------------------------------
 
@@ -109,33 +109,42 @@ class _UnsetVariable(KeyError):
         self.location = location
 
 
-def interpolate(value: Any, environ: Mapping[str, str], location: tuple[Any, ...] = ()) -> Any:
-    """Replace `${VAR}` and `${env:VAR}` in every string of `value` (mapping keys are left alone).
+def interpolate(
+    value: Any, environ: Mapping[str, str], location: tuple[Any, ...] = (), used: set[str] | None = None
+) -> Any:
+    """Replace `${VAR}`, `${env:VAR}` and `${VAR:-default}` in every string of `value` (keys are left alone).
+
+    Every value taken from `environ` is added to `used`: it may be a secret, and the proxy redacts
+    those exact strings wherever it logs or reports (a default written in the file is not secret).
 
     Raises:
-        KeyError: naming the first variable that is not set (with `location`, where it was used).
+        KeyError: naming the first variable that is not set and has no default (with `location`).
     """
     if isinstance(value, str):
 
         def substitute(match: re.Match[str]) -> str:
-            name = match.group(1)
-            if name not in environ:
+            name, default = match.group(1), match.group(2)
+            if name in environ:
+                if used is not None:
+                    used.add(environ[name])
+                return environ[name]
+            if default is None:
                 raise _UnsetVariable(name, location)
-            return environ[name]
+            return default
 
         return _VARIABLE.sub(substitute, value)
     if isinstance(value, list | tuple):
-        return [interpolate(v, environ, (*location, i)) for i, v in enumerate(value)]
+        return [interpolate(v, environ, (*location, i), used) for i, v in enumerate(value)]
     if isinstance(value, Mapping):
-        return {k: interpolate(v, environ, (*location, k)) for k, v in value.items()}
+        return {k: interpolate(v, environ, (*location, k), used) for k, v in value.items()}
     return value
 
 
 # --- loading ----------------------------------------------------------------------------------
 
 
-def load_upstream(path: Path, environ: Mapping[str, str]) -> UpstreamConfig:
-    """Load one `upstreams/<name>.yaml`.
+def load_upstream(path: Path, environ: Mapping[str, str], used: set[str] | None = None) -> UpstreamConfig:
+    """Load one `upstreams/<name>.yaml`; values taken from `environ` are added to `used`.
 
     Raises:
         ConfigError: with the file, line where known, and reason.
@@ -150,7 +159,7 @@ def load_upstream(path: Path, environ: Mapping[str, str]) -> UpstreamConfig:
         raise ConfigError(str(path), "name: unknown field (the file name is the server name)",
                           line_of(node, ("name",)))
     try:
-        data = interpolate(data, environ, ())
+        data = interpolate(data, environ, (), used)
     except _UnsetVariable as exc:
         where = ".".join(str(part) for part in exc.location)
         raise ConfigError(
@@ -197,7 +206,8 @@ def _upstream_files(directory: Path) -> list[Path]:
 def load_config(directory: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> Config:
     """Load a config dir: `toolsets.yaml` and every `upstreams/*.yaml` (or `*.yml`).
 
-    Problems come back in `Config.problems`; nothing here raises for a bad file.
+    Problems come back in `Config.problems`; nothing here raises for a bad file. Every value
+    interpolated from the environment is remembered for `redact` (it may be a token in `args`).
     """
     environ = os.environ if environ is None else environ
     config = Config(directory=Path(directory))
@@ -211,7 +221,7 @@ def load_config(directory: str | os.PathLike[str], environ: Mapping[str, str] | 
         config.problems.append(ConfigError(str(toolsets_path), f"unexpected error: {exc}"))
     for path in _upstream_files(config.directory / "upstreams"):
         try:
-            upstream = load_upstream(path, environ)
+            upstream = load_upstream(path, environ, config.secrets)
         except ConfigError as problem:
             config.problems.append(problem)
             continue
@@ -223,6 +233,7 @@ def load_config(directory: str | os.PathLike[str], environ: Mapping[str, str] | 
             config.problems.append(ConfigError(str(path), f"server {upstream.name!r} is defined twice"))
             continue
         config.upstreams[upstream.name] = upstream
+    remember_secrets(config.secrets)
     return config
 
 
@@ -244,4 +255,5 @@ def keep_last_good(previous: Config, fresh: Config) -> Config:
         toolsets=previous.toolsets if toolsets_broken else fresh.toolsets,
         problems=fresh.problems,
         warnings=fresh.warnings,
+        secrets=previous.secrets | fresh.secrets,
     )

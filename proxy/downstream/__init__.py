@@ -11,6 +11,7 @@ from proxy.downstream._notifier import ChangeNotifier
 from proxy.downstream._observe import BRIDGE_SERVER, CallObserver, CallRecord
 from proxy.downstream._protocol import Upstreams
 from proxy.downstream._server import Handlers, build_server, session_key
+from proxy.downstream._stdio import stdio_transport
 
 __all__ = [
     "BRIDGE_SERVER",
@@ -28,6 +29,7 @@ __all__ = [
     "coerce_arguments",
     "serve_http",
     "session_key",
+    "stdio_transport",
     "transport_security",
     "validate_arguments",
 ]
