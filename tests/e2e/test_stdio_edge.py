@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -40,3 +41,57 @@ async def test_sigterm_exits_while_the_client_keeps_stdin_open(tmp_path: Path) -
     assert returncode == 0, stderr[-2000:]
     assert elapsed < 10
     assert processes_mentioning(marker) == []
+
+
+def exchange(config: Path, lines: list[str], last_id: int) -> list[dict]:
+    """Write raw lines to `toolbridge serve`'s stdin; read answers until the one to `last_id`."""
+    process = subprocess.Popen([sys.executable, "-m", "proxy", "serve", "--config-dir", str(config)], cwd=REPO,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    watchdog = threading.Timer(60, process.kill)  # a missing answer fails the test instead of hanging it
+    watchdog.start()
+    answers: list[dict] = []
+    try:
+        assert process.stdin and process.stdout
+        process.stdin.write("".join(line + "\n" for line in lines))
+        process.stdin.flush()
+        while not answers or answers[-1].get("id") != last_id:
+            line = process.stdout.readline()
+            assert line, f"stdout closed; answers so far: {answers}"
+            answers.append(json.loads(line))
+    finally:
+        watchdog.cancel()
+        process.kill()
+        process.communicate()
+    return answers
+
+
+INITIALIZE = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}})
+INITIALIZED = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+
+def test_bad_frames_get_json_rpc_errors_and_the_session_keeps_answering(tmp_path: Path) -> None:
+    config = write_fleet(tmp_path, {"one": ["--tools", "2", "--prefix", "one"]})
+    answers = exchange(config, [
+        INITIALIZE, INITIALIZED,
+        json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": 5, "arguments": []}}),
+        json.dumps([{"jsonrpc": "2.0", "id": 8, "method": "tools/list"}]),
+        "this is not json",
+        json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}),
+    ], last_id=9)
+    by_id = {answer.get("id"): answer for answer in answers if answer.get("id") is not None}
+    assert by_id[7]["error"]["code"] == -32602
+    nulls = [answer["error"]["code"] for answer in answers if answer.get("id") is None]
+    assert sorted(nulls) == [-32700, -32600]
+    assert "tools" in by_id[9]["result"]
+
+
+def test_a_secret_interpolated_into_command_and_args_is_redacted(tmp_path: Path) -> None:
+    secret = "pl4nted-s3cret-v4lue"
+    (tmp_path / "upstreams").mkdir()
+    (tmp_path / "upstreams" / "leaky.yaml").write_text(
+        'command: "/nonexistent/bin-${TB_PLANTED}"\nargs: ["--token", "${env:TB_PLANTED}"]\ncwd: /tmp\n')
+    status = subprocess.run([sys.executable, "-m", "proxy", "status", "--config-dir", str(tmp_path)], cwd=REPO,
+                            capture_output=True, text=True, timeout=60, env={**os.environ, "TB_PLANTED": secret})
+    assert "parked" in status.stdout and "[REDACTED]" in status.stdout + status.stderr
+    assert secret not in status.stdout + status.stderr
