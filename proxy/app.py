@@ -33,6 +33,7 @@ from proxy.downstream import (
     stdio_transport,
     transport_security,
 )
+from proxy.errors import remember_secrets
 from proxy.ops import AuditLog, Metrics, reload_on_sighup, status_report, watch_config
 from proxy.registry import Registry
 from proxy.search import SemanticIndex
@@ -66,6 +67,7 @@ class Gateway:
         """Re-read the config dir: start added servers, stop removed ones, restart changed ones, and
         re-assemble the surfaces for an edited `toolsets.yaml`; a broken file keeps its last good settings."""
         config = keep_last_good(self.config, load_config(self.config.directory))
+        remember_secrets(config.secrets)
         for problem in config.problems:
             logger.error("config: %s (the last good settings stay in force)", problem)
         self.fleet.update(config.upstreams)

@@ -26,9 +26,9 @@ from rich.table import Table
 
 from proxy import __version__
 from proxy.app import Gateway, HttpOptions, run_gateway, serve
-from proxy.config import Config, convert_client_config, load_config
+from proxy.config import Config, convert_client_config, holds_literal_secret, load_config
 from proxy.downstream import LOOPBACK_HOSTS, bridge
-from proxy.errors import redact
+from proxy.errors import redact, remember_secrets
 from proxy.listing import estimate_tokens
 from proxy.ops import PROFILE_COLUMNS, UPSTREAM_COLUMNS, plain_table, status_rows
 from proxy.upstream import UpstreamState
@@ -55,6 +55,7 @@ def _setup_logging(level: str) -> None:
 
 def _load(args: argparse.Namespace) -> Config:
     config = load_config(args.config_dir)
+    remember_secrets(config.secrets)
     for problem in config.problems:
         logger.error("config: %s (this file is skipped; everything else runs)", problem)
     for warning in config.warnings:
@@ -189,22 +190,33 @@ def _print_status(report: dict[str, Any]) -> None:
 
 
 def _import(args: argparse.Namespace) -> int:
-    """Write one `upstreams/<name>.yaml` per server of a client config; never overwrite silently."""
+    """Write one `upstreams/<name>.yaml` per server of a client config; never overwrite silently.
+
+    A file holding a literal secret (an env or header value that is not a `${…}` reference) is
+    written readable by its owner only.
+    """
     try:
         document = json.loads(Path(args.file).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         print(f"error: {args.file}: {exc}", file=sys.stderr)
         return 1
-    upstreams, problems = convert_client_config(document)
+    imported = convert_client_config(document, Path(args.file))
+    problems = imported.problems
     directory = args.config_dir / "upstreams"
     directory.mkdir(parents=True, exist_ok=True)
-    for name, settings in sorted(upstreams.items()):
+    for name, settings in sorted(imported.upstreams.items()):
         target = directory / f"{name}.yaml"
         if target.exists() and not args.force:
             problems.append(f"{name}: {target} exists; skipped (use --force to overwrite)")
             continue
-        target.write_text(yaml.safe_dump(settings, sort_keys=False), encoding="utf-8")
-        print(f"wrote {target}")
+        mode = 0o600 if holds_literal_secret(settings) else 0o644
+        descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        os.fchmod(descriptor, mode)  # an existing file keeps its mode through O_CREAT
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            file.write(yaml.safe_dump(settings, sort_keys=False))
+        print(f"wrote {target}" + (" (mode 0600: it holds a literal secret)" if mode == 0o600 else ""))
+    for warning in imported.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     return 1 if problems else 0

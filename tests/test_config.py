@@ -728,3 +728,12 @@ def test_a_broken_file_keeps_its_last_good_settings_and_a_deleted_one_is_gone(tm
     assert merged.upstreams["broken"].command == "broken-server"
     assert merged.toolsets.core == ("kept__a",)
     assert {Path(p.path).name for p in merged.problems} == {"broken.yaml", "toolsets.yaml"}
+
+
+def test_interpolation_defaults_and_the_values_it_used() -> None:
+    from proxy.config import interpolate
+
+    used: set[str] = set()
+    value = interpolate({"a": "${SET:-x}", "b": ["${UNSET:-fallback}", "${env:SET}"]}, {"SET": "value"}, (), used)
+    assert value == {"a": "value", "b": ["fallback", "value"]}
+    assert used == {"value"}

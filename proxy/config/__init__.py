@@ -3,7 +3,7 @@
 Nothing here does network or process I/O; loading reads files and returns problems as values.
 """
 
-from proxy.config._importer import convert_client_config
+from proxy.config._importer import Imported, convert_client_config, holds_literal_secret
 from proxy.config._loading import (
     interpolate,
     keep_last_good,
@@ -30,6 +30,7 @@ __all__ = [
     "SERVER_NAME",
     "AuditConfig",
     "Config",
+    "Imported",
     "LargeResultsConfig",
     "MetricsConfig",
     "ProfileConfig",
@@ -39,6 +40,7 @@ __all__ = [
     "ToolsetsConfig",
     "UpstreamConfig",
     "convert_client_config",
+    "holds_literal_secret",
     "interpolate",
     "keep_last_good",
     "load_config",

@@ -1,21 +1,97 @@
 """`toolbridge import`: turn a client's MCP config into `upstreams/<name>.yaml` files.
 
-Reads the `mcpServers` map (Claude Desktop, Claude Code `.mcp.json`, Cursor) or the `servers`
-map (VS Code `mcp.json`). Pure: JSON-like data in, upstream settings out.
+Reads the `mcpServers` map (Claude Desktop, Claude Code `.mcp.json`, Cursor), the `servers` map
+(VS Code `mcp.json`) or VS Code's `settings.json` form (`{"mcp": {"servers": …}}`). Client
+variables are converted where ours have an equivalent (`${VAR}`, `${env:VAR}`, `${VAR:-default}`
+carry over; `${workspaceFolder}` and `${userHome}` become paths; `${input:id}` becomes `${ID}`),
+and every conversion that changes meaning comes back as a warning.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from proxy.names import sanitize
 
 _REMOTE_TYPES = {"http": "streamable-http", "streamable-http": "streamable-http", "streamableHttp": "streamable-http",
                  "sse": "sse"}
+_CLIENT_VARIABLE = re.compile(r"\$\{([^}]*)\}")
+_OURS = re.compile(r"(?:env:)?[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?")
+_REFERENCE_OR_SCHEME = re.compile(r"\$\{[^}]*\}|(?i:\b(?:bearer|basic|token)\b)")
 
 
-def _upstream(entry: Mapping[str, Any]) -> dict[str, Any]:
+@dataclass
+class Imported:
+    """Upstream settings by server name; problems (entries skipped) and warnings (entries converted)."""
+
+    upstreams: dict[str, dict[str, Any]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def holds_literal_secret(settings: Mapping[str, Any]) -> bool:
+    """Whether an env or header value is written out rather than a `${…}` reference (file gets 0600)."""
+    values = [*settings.get("env", {}).values(), *settings.get("headers", {}).values()]
+    return any(_REFERENCE_OR_SCHEME.sub("", str(value)).strip() for value in values)
+
+
+class _Variables:
+    """Rewrites one server's client variables into ours, noting what it changed."""
+
+    def __init__(self, server: str, workspace: Path | None, warnings: list[str]) -> None:
+        self.server, self.workspace, self.warnings = server, workspace, warnings
+
+    def __call__(self, text: str) -> str:
+        return _CLIENT_VARIABLE.sub(self._one, text)
+
+    def _one(self, match: re.Match[str]) -> str:
+        inner = match.group(1)
+        if inner == "workspaceFolder" and self.workspace is not None:
+            self._warn(f"${{workspaceFolder}} written as {self.workspace}")
+            return str(self.workspace)
+        if inner == "userHome":
+            return str(Path.home())
+        if _OURS.fullmatch(inner):
+            return match.group(0)
+        if inner.startswith("input:"):
+            name = sanitize(inner.removeprefix("input:")).replace("-", "_").upper() or "INPUT"
+            self._warn(f"${{{inner}}} (a VS Code prompt) has no equivalent; set the environment variable {name}")
+            return f"${{{name}}}"
+        self._warn(f"${{{inner}}} has no equivalent; copied literally, edit the file")
+        return match.group(0)
+
+    def _warn(self, message: str) -> None:
+        if (warning := f"{self.server}: {message}") not in self.warnings:
+            self.warnings.append(warning)
+
+
+def _read_env_file(path: Path) -> dict[str, str]:
+    """`KEY=VALUE` lines (`export`, quotes and `#` comments allowed), as VS Code's `envFile` reads them.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    values: dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip().removeprefix("export ").strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, value = (part.strip() for part in line.split("=", 1))
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        values[key] = value
+    return values
+
+
+def _strings(values: Mapping[Any, Any], rewrite: _Variables) -> dict[str, str]:
+    return {str(k): rewrite(str(v)) for k, v in values.items()}
+
+
+def _upstream(entry: Mapping[str, Any], rewrite: _Variables) -> dict[str, Any]:
     """One client entry as upstream settings.
 
     Raises:
@@ -23,20 +99,21 @@ def _upstream(entry: Mapping[str, Any]) -> dict[str, Any]:
     """
     settings: dict[str, Any] = {}
     if entry.get("command"):
-        settings["command"] = str(entry["command"])
+        settings["command"] = rewrite(str(entry["command"]))
         if entry.get("args"):
-            settings["args"] = [str(a) for a in entry["args"]]
-        if entry.get("env"):
-            settings["env"] = {str(k): str(v) for k, v in entry["env"].items()}
+            settings["args"] = [rewrite(str(a)) for a in entry["args"]]
+        env = _env(entry, rewrite)
+        if env:
+            settings["env"] = env
         if entry.get("cwd"):
-            settings["cwd"] = str(entry["cwd"])
+            settings["cwd"] = rewrite(str(entry["cwd"]))
     elif entry.get("url") or entry.get("serverUrl"):
-        settings["url"] = str(entry.get("url") or entry.get("serverUrl"))
+        settings["url"] = rewrite(str(entry.get("url") or entry.get("serverUrl")))
         transport = _REMOTE_TYPES.get(str(entry.get("type") or entry.get("transport") or "http"))
         if transport == "sse":
             settings["transport"] = "sse"
-        if entry.get("headers"):
-            settings["headers"] = {str(k): str(v) for k, v in entry["headers"].items()}
+        if isinstance(entry.get("headers"), Mapping) and entry["headers"]:
+            settings["headers"] = _strings(entry["headers"], rewrite)
     else:
         raise ValueError("neither 'command' nor 'url'")
     if entry.get("disabled") is True:
@@ -44,25 +121,60 @@ def _upstream(entry: Mapping[str, Any]) -> dict[str, Any]:
     return settings
 
 
-def convert_client_config(document: Any) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    """Upstream settings by server name, and one message per entry that could not be converted."""
+def _env(entry: Mapping[str, Any], rewrite: _Variables) -> dict[str, str]:
+    """The entry's `envFile` read in, overridden by its `env` (as the client does)."""
+    env: dict[str, str] = {}
+    if entry.get("envFile"):
+        path = Path(rewrite(str(entry["envFile"]))).expanduser()
+        if not path.is_absolute() and rewrite.workspace is not None:
+            path = rewrite.workspace / path
+        try:
+            env.update(_read_env_file(path))
+            rewrite.warnings.append(f"{rewrite.server}: envFile {path} copied into env (the file holds its values)")
+        except (OSError, UnicodeDecodeError) as exc:
+            rewrite.warnings.append(f"{rewrite.server}: envFile {path} could not be read ({exc}); set those "
+                                    "variables in env yourself")
+    if isinstance(entry.get("env"), Mapping):
+        env.update(_strings(entry["env"], rewrite))
+    return env
+
+
+def _servers(document: Mapping[str, Any]) -> Any:
+    if "mcpServers" in document:
+        return document["mcpServers"]
+    if "servers" in document:
+        return document["servers"]
+    nested = document.get("mcp")
+    return nested.get("servers") if isinstance(nested, Mapping) else None
+
+
+def convert_client_config(document: Any, source: Path | None = None) -> Imported:
+    """Convert a client config; `source` (the file read) locates `${workspaceFolder}` and `envFile`.
+
+    The workspace is the folder holding `.vscode/`, or the file's own folder.
+    """
+    imported = Imported()
     if not isinstance(document, Mapping):
-        return {}, ["the file is not a JSON object"]
-    servers = document.get("mcpServers", document.get("servers"))
+        imported.problems.append("the file is not a JSON object")
+        return imported
+    servers = _servers(document)
     if not isinstance(servers, Mapping):
-        return {}, ["no 'mcpServers' or 'servers' map found"]
-    converted: dict[str, dict[str, Any]] = {}
-    problems: list[str] = []
+        imported.problems.append("no 'mcpServers', 'servers' or 'mcp.servers' map found")
+        return imported
+    workspace = None
+    if source is not None:
+        folder = source.resolve().parent
+        workspace = folder.parent if folder.name == ".vscode" else folder
     for raw_name, entry in servers.items():
         name = sanitize(str(raw_name))[:64] or "server"
-        if name in converted:
-            problems.append(f"{raw_name}: another server is already named {name!r}; skipped")
+        if name in imported.upstreams:
+            imported.problems.append(f"{raw_name}: another server is already named {name!r}; skipped")
             continue
         if not isinstance(entry, Mapping):
-            problems.append(f"{raw_name}: not an object; skipped")
+            imported.problems.append(f"{raw_name}: not an object; skipped")
             continue
         try:
-            converted[name] = _upstream(entry)
+            imported.upstreams[name] = _upstream(entry, _Variables(name, workspace, imported.warnings))
         except ValueError as exc:
-            problems.append(f"{raw_name}: {exc}; skipped")
-    return converted, problems
+            imported.problems.append(f"{raw_name}: {exc}; skipped")
+    return imported

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from proxy.config._models import SERVER_NAME, Config, ToolSearchSettings, ToolsetsConfig, UpstreamConfig
 from proxy.config._yaml import line_of, read_yaml, validation_problem
-from proxy.errors import ConfigError, remember_secrets
+from proxy.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -207,7 +207,7 @@ def load_config(directory: str | os.PathLike[str], environ: Mapping[str, str] | 
     """Load a config dir: `toolsets.yaml` and every `upstreams/*.yaml` (or `*.yml`).
 
     Problems come back in `Config.problems`; nothing here raises for a bad file. Every value
-    interpolated from the environment is remembered for `redact` (it may be a token in `args`).
+    interpolated from the environment is collected in `Config.secrets` (it may be a token in `args`).
     """
     environ = os.environ if environ is None else environ
     config = Config(directory=Path(directory))
@@ -233,7 +233,6 @@ def load_config(directory: str | os.PathLike[str], environ: Mapping[str, str] | 
             config.problems.append(ConfigError(str(path), f"server {upstream.name!r} is defined twice"))
             continue
         config.upstreams[upstream.name] = upstream
-    remember_secrets(config.secrets)
     return config
 
 
