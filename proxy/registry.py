@@ -17,11 +17,50 @@ from typing import Any
 
 import anyio
 from mcp import types
+from mcp_types.methods import SERVER_RESULTS, serialize_server_result
+from pydantic import ValidationError
 
 from proxy.names import BRIDGE_NAMES, NameSource, assign_names, server_toolset
 from proxy.text import clean, clean_strings
 
 logger = logging.getLogger(__name__)
+
+# What a tool needs to be passed on: listed once, and in a shape every era accepts. A `Tool` can
+# parse yet fail the stricter wire shape (`"properties": []`); registered, one such tool made every
+# downstream `tools/list` fail. A name listed twice made routing depend on list order.
+_LIST_VERSIONS = sorted(version for method, version in SERVER_RESULTS if method == "tools/list")
+
+
+def _wire_valid(tools: list[types.Tool]) -> bool:
+    """Whether every era's `tools/list` result accepts these tools (the result's other fields aside)."""
+    data = {"tools": [tool.model_dump(by_alias=True, exclude_none=True) for tool in tools]}
+    for version in _LIST_VERSIONS:
+        try:
+            serialize_server_result("tools/list", version, data)
+        except ValidationError as exc:
+            if any(error["loc"][:1] == ("tools",) for error in exc.errors()):
+                return False
+    return True
+
+
+def _servable_tools(server: str, tools: Iterable[types.Tool]) -> dict[str, types.Tool]:
+    """The tools by raw name: a name listed twice keeps one chosen by content, never by list order,
+    and a tool no client could be sent is dropped."""
+    by_raw: dict[str, list[types.Tool]] = {}
+    for tool in tools:
+        by_raw.setdefault(tool.name, []).append(tool)
+    kept: dict[str, types.Tool] = {}
+    for name, same in by_raw.items():
+        if len(same) > 1:
+            logger.warning("server %s: tool %.80r is listed %d times; one is kept", server, name, len(same))
+        kept[name] = min(same, key=lambda tool: tool.model_dump_json())
+    if _wire_valid(list(kept.values())):
+        return kept
+    for name, tool in list(kept.items()):
+        if not _wire_valid([tool]):
+            logger.warning("server %s: tool %.80r skipped: its definition is not valid MCP", server, name)
+            del kept[name]
+    return kept
 
 
 class ToolEntry:
@@ -155,7 +194,7 @@ class Registry:
         moves (one earlier in name order arrived or left, or a second server now spells one of its
         qualified names alike) is re-registered too.
         """
-        by_raw = {tool.name: tool for tool in tools}
+        by_raw = _servable_tools(server, tools)
         if by_raw:
             self._sources[server] = (NameSource(frozenset(by_raw), prefix), by_raw)
         else:
