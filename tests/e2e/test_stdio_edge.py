@@ -10,10 +10,13 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 from fleetdir import REPO, write_fleet
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_lifecycle import processes_mentioning
 
 pytestmark = pytest.mark.anyio
@@ -43,7 +46,7 @@ async def test_sigterm_exits_while_the_client_keeps_stdin_open(tmp_path: Path) -
     assert processes_mentioning(marker) == []
 
 
-def exchange(config: Path, lines: list[str], last_id: int) -> list[dict]:
+def exchange(config: Path, lines: list[str], last_id: int | str) -> list[dict]:
     """Write raw lines to `toolbridge serve`'s stdin; read answers until the one to `last_id`."""
     process = subprocess.Popen([sys.executable, "-m", "proxy", "serve", "--config-dir", str(config)], cwd=REPO,
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -95,3 +98,26 @@ def test_a_secret_interpolated_into_command_and_args_is_redacted(tmp_path: Path)
                             capture_output=True, text=True, timeout=60, env={**os.environ, "TB_PLANTED": secret})
     assert "parked" in status.stdout and "[REDACTED]" in status.stdout + status.stderr
     assert secret not in status.stdout + status.stderr
+
+
+_ids = st.integers(0, 100)  # the final check's id is a string: no random frame can answer it
+_frames = st.one_of(
+    st.text(max_size=60).map(lambda text: text.replace("\n", " ").replace("\r", " ")),
+    st.fixed_dictionaries({"jsonrpc": st.sampled_from(["2.0", "1.0", 2])}, optional={
+        "id": _ids | st.none() | st.text(max_size=5), "method": st.sampled_from(
+            ["tools/list", "tools/call", "ping", "initialize", "resources/read", "x", ""]),
+        "params": st.none() | st.lists(st.integers(), max_size=2) | st.dictionaries(
+            st.sampled_from(["name", "arguments", "uri", "cursor"]), st.text(max_size=8) | st.integers(), max_size=3),
+    }).map(json.dumps),
+    st.lists(st.just({"jsonrpc": "2.0", "id": 1, "method": "ping"}), max_size=2).map(json.dumps),
+)
+
+
+@settings(max_examples=5, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(frames=st.lists(_frames, min_size=1, max_size=12))
+def test_random_frames_never_stop_the_proxy_answering(frames: list[str], tmp_path_factory: Any) -> None:
+    config = write_fleet(tmp_path_factory.mktemp("frames"), {"one": ["--tools", "2", "--prefix", "one"]})
+    final = json.dumps({"jsonrpc": "2.0", "id": "final", "method": "tools/list"})
+    answers = exchange(config, [INITIALIZE, INITIALIZED, *frames, final], last_id="final")
+    assert "tools" in answers[-1]["result"]
+    assert all(answer.get("jsonrpc") == "2.0" for answer in answers)
