@@ -7,11 +7,11 @@ measures, side by side for every size: the time from spawning toolbridge until `
 and until its first `tools/list` (which waits for the whole fleet) answers with every tool
 registered; warm `tools/list` and `tool_search` latency (the dev queries of
 `../shared/catalogs/queries-dev.json`) with the CPU time toolbridge spent per call (the rest is
-transport and client); and the toolbridge process's VmRSS and peak (VmHWM), upstreams not
-included. Then the same cold start with a hundred upstreams of 10 tools each, served by that tiny
-server and by a real SDK server (`bench/upstream.py`, whose import alone costs about half a second
-of CPU per process).
-Run: `.venv/bin/python -m bench.scale [--sizes 1000,10000,50000] [--upstreams 100] [--runs 100]`.
+transport and client); the toolbridge process's VmRSS and peak (VmHWM), upstreams not included;
+and the warnings toolbridge logged meanwhile (`--hold` keeps each fleet up longer). Then the same
+cold start with a hundred upstreams of 10 tools each, served by that tiny server and by a real SDK
+server (`bench/upstream.py`, whose import alone costs about half a second of CPU per process).
+Run: `.venv/bin/python -m bench.scale [--sizes 1000,10000,50000] [--upstreams 100] [--runs 100] [--hold 0]`.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ class Run:
     search_cpu_ms: float
     rss_mb: float
     peak_mb: float
+    warnings: int
 
 
 def _cpu_s(pid: int) -> float:
@@ -78,12 +79,13 @@ async def _timed(runs: int, action: Callable[[int], Awaitable[object]], pid: int
     return Latency(samples, time.perf_counter() - started), (_cpu_s(pid) - cpu) * 1000 / runs
 
 
-async def _run(fleet: Fleet, temp: Path, sdk: bool, runs: int) -> Run:
+async def _run(fleet: Fleet, temp: Path, sdk: bool, runs: int, hold: float) -> Run:
     config = write_toolbridge_config(temp / "toolbridge", write_fleet(fleet, temp / "tools", sdk=sdk))
     port = free_port()
     command = toolbridge_command(config, "--transport", "http", "--port", str(port), "--context-tokens", "200000")
     started = time.perf_counter()
-    with started_server(command, temp / "toolbridge.log") as process:
+    log = temp / "toolbridge.log"
+    with started_server(command, log) as process:
         await wait_http(f"http://127.0.0.1:{port}/healthz", timeout=120)
         healthz_s = time.perf_counter() - started
         async with (httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=900)) as http,
@@ -98,9 +100,11 @@ async def _run(fleet: Fleet, temp: Path, sdk: bool, runs: int) -> Run:
                 list_ms, list_cpu = await _timed(runs, lambda _: client.list_tools(cache_mode="bypass"), process.pid)
                 search_ms, search_cpu = await _timed(runs, lambda i: client.call_tool(
                     "tool_search", {"queries": [QUERIES[i % len(QUERIES)]]}), process.pid)
+            await anyio.sleep(hold)  # a keepalive round comes every 30 s
             rss, peak = _memory(process.pid)
+    warnings = sum(" WARNING " in line or " ERROR " in line for line in log.read_text().splitlines())
     return Run(fleet, "SDK" if sdk else "tiny", healthz_s, listed_s, listed_cpu_s, int(found.group(1)) if found else 0,
-               list_ms, list_cpu, search_ms, search_cpu, rss, peak)
+               list_ms, list_cpu, search_ms, search_cpu, rss, peak, warnings)
 
 
 def _latency(latency: Latency | None, cpu_ms: float) -> str:
@@ -112,14 +116,14 @@ def _latency(latency: Latency | None, cpu_ms: float) -> str:
 def _report(runs: list[Run]) -> None:
     print(f"\n{'fleet':<18} {'upstreams':>9} {'kind':>4} {'tools':>6} {'healthz s':>9} {'listed s':>8} {'cpu s':>6} "
           f"| tools/list {'p50':>8} {'p99':>8} {'cpu':>6} | tool_search {'p50':>8} {'p99':>8} {'cpu':>6} "
-          f"| {'RSS MiB':>8} {'peak MiB':>8}")
+          f"| {'RSS MiB':>8} {'peak MiB':>8} {'warnings':>8}")
     for run in runs:
         flag = "" if run.deferred == run.fleet.tool_count else f"  ! {run.deferred} of {run.fleet.tool_count} listed"
         print(f"{run.fleet.label:<18} {len(run.fleet.servers):>9} {run.upstream:>4} {run.fleet.tool_count:>6} "
               f"{run.healthz_s:>9.2f} {run.listed_s:>8.2f} {run.listed_cpu_s:>6.1f} "
               f"| {'':10} {_latency(run.list_ms, run.list_cpu_ms)} "
               f"| {'':11} {_latency(run.search_ms, run.search_cpu_ms)} "
-              f"| {run.rss_mb:>8.0f} {run.peak_mb:>8.0f}{flag}")
+              f"| {run.rss_mb:>8.0f} {run.peak_mb:>8.0f} {run.warnings:>8}{flag}")
     by_size = [run for run in runs if run.upstream == "tiny" and run.search_ms is not None]
     if len(by_size) > 1:
         small, large = by_size[0], by_size[-1]
@@ -131,7 +135,7 @@ def _report(runs: list[Run]) -> None:
               f"(+{per_tool_kib:.1f} KiB per tool)")
 
 
-async def main(sizes: list[int], per_server: int, upstreams: int, runs: int) -> None:
+async def main(sizes: list[int], per_server: int, upstreams: int, runs: int, hold: float) -> None:
     print(__doc__.splitlines()[0])
     print(machine_summary())
     plans = [(synthetic_fleet(size, per_server), False, runs) for size in sizes]
@@ -141,14 +145,15 @@ async def main(sizes: list[int], per_server: int, upstreams: int, runs: int) -> 
     results = []
     for fleet, sdk, count in plans:
         with tempfile.TemporaryDirectory() as temp:
-            results.append(await _run(fleet, Path(temp), sdk, count))
+            results.append(await _run(fleet, Path(temp), sdk, count, hold if count else 0))
         kind = "SDK" if sdk else "tiny"
         print(f"  measured {fleet.label} ({len(fleet.servers)} upstreams, {kind})", file=sys.stderr)
     _report(results)
     print("\nlisted s: spawn of toolbridge -> its first tools/list answered with the whole fleet registered (cold), "
           "cpu s: the CPU toolbridge used by then; "
           f"p50/p99: ms per call from the client over {runs} warm runs; cpu: ms of CPU the toolbridge process spent "
-          "per call meanwhile; kind: tiny = bench/catalog_upstream.py, SDK = bench/upstream.py")
+          "per call meanwhile; warnings: WARNING/ERROR lines in toolbridge's log (upstream timeouts, reconnects, "
+          "withdrawn servers); kind: tiny = bench/catalog_upstream.py, SDK = bench/upstream.py")
 
 
 if __name__ == "__main__":
@@ -157,6 +162,8 @@ if __name__ == "__main__":
     parser.add_argument("--per-server", type=int, default=500, help="tools per upstream in the sized fleets")
     parser.add_argument("--upstreams", type=int, default=100, help="upstreams in the cold-start fleet (0: skip)")
     parser.add_argument("--runs", type=int, default=100, help="warm tools/list and tool_search calls per size")
+    parser.add_argument("--hold", type=float, default=0, help="seconds each sized fleet then stays up before the "
+                        "memory and log are read (over 30: a keepalive round)")
     options = parser.parse_args()
     anyio.run(main, [int(s) for s in options.sizes.split(",") if s], options.per_server, options.upstreams,
-              options.runs)
+              options.runs, options.hold)
