@@ -23,13 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import anthropic_tokenizer
 import anyio
 from mcp import Client, StdioServerParameters, stdio_client, types
 from mcp.types.version import LATEST_MODERN_VERSION
 
 from bench.fleets import Fleet, real_fleet, synthetic_fleet, write_fleet, write_mcp_config, write_toolbridge_config
 from bench.harness import FASTMCP_PYTHON, REPO, machine_summary, toolbridge_command
+
+try:
+    import anthropic_tokenizer
+except ImportError:  # the `bench` extra
+    raise SystemExit("bench/tokens.py needs anthropic-tokenizer: run bench/setup.sh") from None
 
 CONTEXT_TOKENS = 200_000
 BUDGET = 4000  # SPEC 6.3: min(listing_max_tokens 4000, 5% of 200K = 10000)
