@@ -73,7 +73,15 @@ def _text_result(payload: Any, *, is_error: bool = False) -> types.CallToolResul
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
 
 
-def _offers(view: SessionView, name: str) -> bool:
+def _offers(view: SessionView, name: str, arguments: dict[str, Any]) -> bool:
+    """Whether the call can be answered from what is registered now (else the startup window may wait).
+
+    A search or describe is about the whole catalog, and a `tool_call` about its target.
+    """
+    if name in ("tool_search", "tool_describe"):
+        return False
+    if name == "tool_call":
+        return arguments.get("name") in view.scope
     return name in view.scope or any(tool.name == name for tool in view.surface.tools)
 
 
@@ -280,10 +288,10 @@ class Handlers:
         self, ctx: RequestContext, params: types.CallToolRequestParams, channel: SessionChannel | RoundTripChannel
     ) -> types.CallToolResult:
         view = await self._view(ctx)
-        if not _offers(view, params.name):  # a name not registered yet: only the startup window waits
+        arguments = params.arguments or {}
+        if not _offers(view, params.name, arguments):  # only the startup window waits
             await self._await_startup()
             view = await self._view(ctx)
-        arguments = params.arguments or {}
         started, clock = time.time(), time.perf_counter()
         target: list[ToolEntry] = []  # the upstream tool this call reached, once known
         error: Exception | None = None
