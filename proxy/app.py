@@ -29,6 +29,7 @@ from proxy.downstream import (
     ChangeNotifier,
     Handlers,
     HttpApp,
+    ReplicaMarker,
     build_server,
     serve_http,
     transport_security,
@@ -57,7 +58,9 @@ class Gateway:
         return self.fleet.ready.is_set()
 
     def health(self) -> dict[str, Any]:
-        return {"status": "ok", "servers": {s.name: s.state.value for s in self.fleet.status()}}
+        """`starting` until every upstream registered or failed once (a readiness probe waits for it), then `ok`."""
+        return {"status": "ok" if self.fleet.ready.is_set() else "starting",
+                "servers": {s.name: s.state.value for s in self.fleet.status()}}
 
     def status(self) -> dict[str, Any]:
         return status_report(self.config, self.fleet, self.views)
@@ -140,6 +143,7 @@ class HttpOptions:
     auth_token: str | None = None
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
+    replica_id: str | None = None  # behind a load balancer: the marker in this replica's session ids
 
 
 @dataclass
@@ -221,6 +225,7 @@ async def _serve(
                     health=gateway.health,
                     status=gateway.status,
                     metrics=metrics.exposition,
+                    replica=ReplicaMarker(http.replica_id) if http.replica_id else None,
                 )
                 shutdown.drain = anyio.Event()
                 logger.info("serving Streamable HTTP on http://%s:%s/mcp", http.host, http.port)
