@@ -37,6 +37,7 @@ from proxy.downstream import (
 from proxy.ops import AuditLog, Metrics, reload_on_sighup, status_report, watch_config
 from proxy.registry import Registry
 from proxy.search import SemanticIndex
+from proxy.shared import SharedState, open_shared_state
 from proxy.upstream import Fleet, NoticeSink
 from proxy.views import Views
 
@@ -50,6 +51,7 @@ class Gateway:
     fleet: Fleet
     views: Views
     notice_listeners: list[NoticeSink]
+    shared: SharedState
 
     async def wait_until_ready(self, timeout: float) -> bool:
         """Wait (bounded) until every upstream has registered or failed once."""
@@ -109,9 +111,12 @@ async def keep_embeddings(
 
 @asynccontextmanager
 async def run_gateway(
-    config: Config, *, context_tokens: int | None = None, log_dir: Path | None = None
+    config: Config, *, context_tokens: int | None = None, log_dir: Path | None = None, redis_url: str | None = None
 ) -> AsyncIterator[Gateway]:
-    """Start every upstream (concurrently, in the background) and yield the gateway."""
+    """Start every upstream (concurrently, in the background) and yield the gateway.
+
+    State shared with other replicas lives in Redis at `redis_url`, else `toolsets.yaml`'s, else in this process.
+    """
     registry = Registry()
     catalogs = Catalogs(registry)
     listeners: list[NoticeSink] = []
@@ -124,12 +129,13 @@ async def run_gateway(
                   log_dir=log_dir or config.directory / "logs", catalogs=catalogs, notices=notices)
     views = Views(registry, config.toolsets, fleet.availability, default_context_tokens=context_tokens,
                   cache_dir=embedding_cache_dir(config), catalogs=catalogs)
-    async with anyio.create_task_group() as tg:
+    async with open_shared_state(redis_url or config.toolsets.redis_url) as shared, \
+            anyio.create_task_group() as tg:
         await tg.start(fleet.run)
         if views.semantic is not None:
             await tg.start(keep_embeddings, views.semantic, registry)
         try:
-            yield Gateway(config, registry, fleet, views, listeners)
+            yield Gateway(config, registry, fleet, views, listeners, shared)
         finally:
             tg.cancel_scope.cancel()
 
@@ -180,6 +186,7 @@ async def serve(
     profile: str | None = None,
     http: HttpOptions | None = None,
     watch: bool = True,
+    redis_url: str | None = None,
 ) -> None:
     """`toolbridge serve`: the gateway and one downstream transport (stdio, or HTTP when `http`).
 
@@ -187,7 +194,7 @@ async def serve(
     """
     audit = AuditLog(config.directory, config.toolsets.audit) if config.toolsets.audit else None
     try:
-        await _serve(config, context_tokens, profile, http, watch, audit)
+        await _serve(config, context_tokens, profile, http, watch, audit, redis_url)
     finally:
         if audit is not None:
             audit.close()
@@ -195,12 +202,12 @@ async def serve(
 
 async def _serve(
     config: Config, context_tokens: int | None, profile: str | None, http: HttpOptions | None, watch: bool,
-    audit: AuditLog | None,
+    audit: AuditLog | None, redis_url: str | None,
 ) -> None:
     async with anyio.create_task_group() as tg:
         shutdown = _Shutdown(tg.cancel_scope)
         tg.start_soon(shutdown.wait_for_signal)
-        async with run_gateway(config, context_tokens=context_tokens) as gateway:
+        async with run_gateway(config, context_tokens=context_tokens, redis_url=redis_url) as gateway:
             notifier = ChangeNotifier(gateway.views)
             await tg.start(notifier.run)
             metrics = Metrics(gateway.fleet, gateway.views, notifier, top_tools=config.toolsets.metrics.top_tools)

@@ -87,7 +87,7 @@ def _serve(args: argparse.Namespace, config: Config) -> None:
         http = HttpOptions(host=args.host, port=args.port, auth_token=token, allowed_hosts=tuple(args.allowed_host),
                            allowed_origins=tuple(args.allowed_origin), replica_id=args.replica_id or None)
     anyio.run(functools.partial(serve, config, context_tokens=args.context_tokens, profile=args.profile, http=http,
-                                watch=not args.no_watch))
+                                watch=not args.no_watch, redis_url=args.redis_url or None))
 
 
 # --- one-shot commands ----------------------------------------------------------------------
@@ -233,6 +233,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--replica-id", default=os.environ.get("TOOLBRIDGE_REPLICA_ID"),
                        help="behind a load balancer: this replica's marker in its session ids "
                             "(or set TOOLBRIDGE_REPLICA_ID)")
+    serve.add_argument("--redis-url", default=os.environ.get("TOOLBRIDGE_REDIS_URL"),
+                       help="share large results and cached catalogs between replicas in this Redis "
+                            "(or set TOOLBRIDGE_REDIS_URL; else toolsets.yaml's redis_url)")
     serve.add_argument("--no-watch", action="store_true",
                        help="do not apply config edits while serving (SIGHUP still does)")
 

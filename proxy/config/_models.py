@@ -149,6 +149,8 @@ class ToolsetsConfig(_Frozen):
     tool_search: ToolSearchSettings = ToolSearchSettings()
     metrics: MetricsConfig = MetricsConfig()
     audit: AuditConfig | None = None
+    # Replicas behind a load balancer share large results and cached catalogs here; None: this process only.
+    redis_url: str | None = Field(default=None, pattern=r"^(redis|rediss|unix)://")
 
     @field_validator("toolsets", "profiles", mode="before")
     @classmethod

@@ -1,0 +1,97 @@
+"""Real Redis and nginx processes for tests, on loopback ports, configured in a temp dir.
+
+Both come from Debian packages (`apt-get install nginx redis-server`; `.ci/run` does it).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import httpx2
+from conftest import free_port
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+REPO = Path(__file__).resolve().parent.parent
+NGINX_TEMPLATE = REPO / "deploy" / "nginx.conf"
+
+
+def binary(name: str) -> str:
+    found = shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/bin")
+    assert found, f"{name} is not installed: apt-get install -y nginx redis-server (as .ci/run does)"
+    return found
+
+
+async def stop(process: anyio.abc.Process) -> None:
+    with anyio.CancelScope(shield=True):
+        if process.returncode is None:
+            process.terminate()
+        with anyio.move_on_after(10):
+            await process.wait()
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+@asynccontextmanager
+async def redis_server(directory: Path) -> AsyncIterator[str]:
+    """`redis-server` on a free loopback port, no persistence; yields its URL once it answers PING."""
+    port = free_port()
+    directory.mkdir(parents=True, exist_ok=True)
+    command = [binary("redis-server"), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory),
+               "--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning"]
+    process = await anyio.open_process(command, stdout=subprocess.DEVNULL, stderr=None)
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        client = Redis.from_url(url)
+        with anyio.fail_after(20):
+            while True:
+                try:
+                    await client.ping()
+                    break
+                except RedisError:
+                    await anyio.sleep(0.05)
+        await client.aclose()
+        yield url
+    finally:
+        await stop(process)
+
+
+def nginx_config(listen: int, replicas: Sequence[tuple[str, int]]) -> str:
+    """`deploy/nginx.conf` pointed at loopback replicas: the `toolbridge-N` servers become `127.0.0.1:port`."""
+    text = NGINX_TEMPLATE.read_text()
+    text = text.replace("listen 8080;", f"listen 127.0.0.1:{listen};")
+    for replica_id, port in replicas:
+        text = text.replace(f"{replica_id}:8765", f"127.0.0.1:{port}")
+    return text
+
+
+@asynccontextmanager
+async def nginx(directory: Path, replicas: Sequence[tuple[str, int]]) -> AsyncIterator[str]:
+    """nginx in the foreground with `deploy/nginx.conf` in a temp prefix; yields its base URL once it answers."""
+    port = free_port()
+    (directory / "logs").mkdir(parents=True, exist_ok=True)
+    config = directory / "nginx.conf"
+    config.write_text(nginx_config(port, replicas))
+    command = [binary("nginx"), "-p", str(directory), "-c", str(config), "-e", str(directory / "logs" / "error.log"),
+               "-g", f"daemon off; pid {directory / 'nginx.pid'};"]
+    process = await anyio.open_process(command, stdout=subprocess.DEVNULL, stderr=None)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx2.AsyncClient() as http:
+            with anyio.fail_after(20):
+                while True:
+                    try:
+                        await http.get(f"{base}/nginx-alive")
+                        break
+                    except httpx2.TransportError:
+                        assert process.returncode is None, (directory / "logs" / "error.log").read_text()
+                        await anyio.sleep(0.05)
+        yield base
+    finally:
+        await stop(process)
