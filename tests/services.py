@@ -5,8 +5,12 @@ Both come from Debian packages (`apt-get install nginx redis-server`; `.ci/run` 
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import signal
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -66,6 +70,8 @@ def nginx_config(listen: int, replicas: Sequence[tuple[str, int]]) -> str:
     """`deploy/nginx.conf` pointed at loopback replicas: the `toolbridge-N` servers become `127.0.0.1:port`."""
     text = NGINX_TEMPLATE.read_text()
     text = text.replace("listen 8080;", f"listen 127.0.0.1:{listen};")
+    text = text.replace("error_log stderr warn;", "error_log logs/error.log warn;")
+    text = text.replace("access_log /dev/stdout;", "access_log logs/access.log;")
     for replica_id, port in replicas:
         text = text.replace(f"{replica_id}:8765", f"127.0.0.1:{port}")
     return text
@@ -94,4 +100,31 @@ async def nginx(directory: Path, replicas: Sequence[tuple[str, int]]) -> AsyncIt
                         await anyio.sleep(0.05)
         yield base
     finally:
+        await stop(process)
+
+
+@asynccontextmanager
+async def replica(config_dir: Path, port: int, replica_id: str, *extra: str) -> AsyncIterator[anyio.abc.Process]:
+    """`toolbridge serve --transport http --replica-id ...` in its own process group; yields the process
+    once `/healthz` says ready (the fleet settled). The group goes at the end, upstream children too."""
+    command = [sys.executable, "-m", "proxy", "serve", "--transport", "http", "--port", str(port),
+               "--config-dir", str(config_dir), "--replica-id", replica_id, "--no-watch", *extra]
+    environment = {**os.environ, "TOOLBRIDGE_LOG_LEVEL": "warning"}
+    process = await anyio.open_process(command, env=environment, cwd=REPO, stdout=subprocess.DEVNULL, stderr=None,
+                                       start_new_session=True)
+    try:
+        async with httpx2.AsyncClient() as http:
+            with anyio.fail_after(30):
+                while True:
+                    try:
+                        if (await http.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200:
+                            break
+                    except httpx2.TransportError:
+                        pass
+                    assert process.returncode is None, f"replica {replica_id} exited with {process.returncode}"
+                    await anyio.sleep(0.05)
+        yield process
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
         await stop(process)
