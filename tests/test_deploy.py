@@ -33,7 +33,8 @@ def test_every_manifest_passes_the_kubernetes_schemas_strictly(tmp_path: Path) -
         checked = validate(path)
         assert checked.returncode == 0, checked.stdout + checked.stderr
     broken = tmp_path / "broken.yaml"
-    broken.write_text((DEPLOY / "kubernetes" / "toolbridge.yaml").read_text().replace("containerPort:", "containerPrt:"))
+    typo = (DEPLOY / "kubernetes" / "toolbridge.yaml").read_text().replace("containerPort:", "containerPrt:")
+    broken.write_text(typo)
     assert validate(broken).returncode != 0
 
 
