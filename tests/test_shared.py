@@ -9,8 +9,8 @@ import anyio
 import pytest
 from inprocess import tool
 from redis.asyncio import Redis
-from services import redis_server
 
+from bench.cluster import redis_server
 from proxy.config import UpstreamConfig
 from proxy.shared import (
     MemoryResultStore,

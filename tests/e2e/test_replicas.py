@@ -22,7 +22,8 @@ import yaml
 from conftest import free_port
 from mcp import Client, MCPError, types
 from mcp.client.streamable_http import streamable_http_client
-from services import nginx, redis_server, replica
+
+from bench.cluster import nginx, redis_server, replica
 
 pytestmark = pytest.mark.anyio
 

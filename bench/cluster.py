@@ -1,6 +1,7 @@
-"""Real Redis and nginx processes for tests, on loopback ports, configured in a temp dir.
+"""Real Redis, nginx and toolbridge replica processes on loopback ports, for the replica test and bench.
 
-Both come from Debian packages (`apt-get install nginx redis-server`; `.ci/run` does it).
+Redis and nginx come from Debian packages (`apt-get install nginx redis-server`; `.ci/run` does it);
+nginx runs `deploy/nginx.conf` with the replicas' addresses put in.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Sequence
@@ -17,12 +19,17 @@ from pathlib import Path
 
 import anyio
 import httpx2
-from conftest import free_port
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 REPO = Path(__file__).resolve().parent.parent
 NGINX_TEMPLATE = REPO / "deploy" / "nginx.conf"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def binary(name: str) -> str:
@@ -84,8 +91,10 @@ async def nginx(directory: Path, replicas: Sequence[tuple[str, int]]) -> AsyncIt
     (directory / "logs").mkdir(parents=True, exist_ok=True)
     config = directory / "nginx.conf"
     config.write_text(nginx_config(port, replicas))
+    # As root, nginx's workers would run as nobody, who cannot enter a private temp dir.
+    user = "user root;" if os.geteuid() == 0 else ""
     command = [binary("nginx"), "-p", str(directory), "-c", str(config), "-e", str(directory / "logs" / "error.log"),
-               "-g", f"daemon off; pid {directory / 'nginx.pid'};"]
+               "-g", f"daemon off; pid {directory / 'nginx.pid'}; {user}"]
     process = await anyio.open_process(command, stdout=subprocess.DEVNULL, stderr=None)
     base = f"http://127.0.0.1:{port}"
     try:
