@@ -106,6 +106,13 @@ class ProfileConfig(_Frozen):
     toolsets: tuple[str, ...] = ("all",)
     disabled: tuple[str, ...] = ()
     context_tokens: int | None = Field(default=None, gt=0)
+    # `bridge`: core tools + tool_search/describe/call with the listing; `direct`: every tool in scope with
+    # its schema, for clients that defer tools themselves.
+    exposure: Literal["bridge", "direct"] = "bridge"
+    # Mark core and bridge tools `anthropic/alwaysLoad`, so clients that defer tools still load them.
+    always_load: bool = True
+    # After a session uses a deferred tool, list it directly (at most this many per session; 0 = never).
+    promote: int = Field(default=0, ge=0, le=64)
 
 
 Switch = Literal["auto", "on", "off"]
@@ -139,6 +146,12 @@ class AuditConfig(_Frozen):
     backups: int = Field(default=5, ge=0)
 
 
+class LargeResultsConfig(_Frozen):
+    """`large_results:` — results above `max_chars` are cut by toolbridge; clients are told the limit."""
+
+    max_chars: int = Field(default=100_000, ge=1_000, le=500_000)
+
+
 class ToolsetsConfig(_Frozen):
     """`toolsets.yaml`."""
 
@@ -148,6 +161,7 @@ class ToolsetsConfig(_Frozen):
     startup_wait: float = Field(default=3.0, ge=0)
     tool_search: ToolSearchSettings = ToolSearchSettings()
     metrics: MetricsConfig = MetricsConfig()
+    large_results: LargeResultsConfig = LargeResultsConfig()
     audit: AuditConfig | None = None
     # Replicas behind a load balancer share large results and cached catalogs here; None: this process only.
     redis_url: str | None = Field(default=None, pattern=r"^(redis|rediss|unix)://")
