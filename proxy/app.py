@@ -29,6 +29,8 @@ from proxy.downstream import (
     ChangeNotifier,
     Handlers,
     HttpApp,
+    LargeResults,
+    ReplicaMarker,
     build_server,
     serve_http,
     transport_security,
@@ -36,6 +38,7 @@ from proxy.downstream import (
 from proxy.ops import AuditLog, Metrics, reload_on_sighup, status_report, watch_config
 from proxy.registry import Registry
 from proxy.search import SemanticIndex
+from proxy.shared import SharedState, open_shared_state
 from proxy.upstream import CatalogCache, Fleet, NoticeSink
 from proxy.views import Views
 
@@ -49,6 +52,7 @@ class Gateway:
     fleet: Fleet
     views: Views
     notice_listeners: list[NoticeSink]
+    shared: SharedState
 
     async def wait_until_ready(self, timeout: float) -> bool:
         """Wait (bounded) until every upstream has connected or failed once (a lazy one is not started)."""
@@ -57,7 +61,9 @@ class Gateway:
         return self.fleet.started.is_set()
 
     def health(self) -> dict[str, Any]:
-        return {"status": "ok", "servers": {s.name: s.state.value for s in self.fleet.status()}}
+        """`starting` until every upstream registered or failed once (a readiness probe waits for it), then `ok`."""
+        return {"status": "ok" if self.fleet.ready.is_set() else "starting",
+                "servers": {s.name: s.state.value for s in self.fleet.status()}}
 
     def status(self) -> dict[str, Any]:
         return status_report(self.config, self.fleet, self.views)
@@ -110,9 +116,12 @@ async def keep_embeddings(
 
 @asynccontextmanager
 async def run_gateway(
-    config: Config, *, context_tokens: int | None = None, log_dir: Path | None = None
+    config: Config, *, context_tokens: int | None = None, log_dir: Path | None = None, redis_url: str | None = None
 ) -> AsyncIterator[Gateway]:
-    """Start every upstream (concurrently, in the background) and yield the gateway."""
+    """Start every upstream (concurrently, in the background) and yield the gateway.
+
+    State shared with other replicas lives in Redis at `redis_url`, else `toolsets.yaml`'s, else in this process.
+    """
     registry = Registry()
     catalogs = Catalogs(registry)
     listeners: list[NoticeSink] = []
@@ -128,12 +137,13 @@ async def run_gateway(
                   idle_timeout=settings.idle_timeout, spawn_concurrency=settings.spawn_concurrency)
     views = Views(registry, config.toolsets, fleet.availability, default_context_tokens=context_tokens,
                   cache_dir=embedding_cache_dir(config), catalogs=catalogs)
-    async with anyio.create_task_group() as tg:
+    async with open_shared_state(redis_url or config.toolsets.redis_url) as shared, \
+            anyio.create_task_group() as tg:
         await tg.start(fleet.run)
         if views.semantic is not None:
             await tg.start(keep_embeddings, views.semantic, registry)
         try:
-            yield Gateway(config, registry, fleet, views, listeners)
+            yield Gateway(config, registry, fleet, views, listeners, shared)
         finally:
             tg.cancel_scope.cancel()
 
@@ -147,6 +157,7 @@ class HttpOptions:
     auth_token: str | None = None
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
+    replica_id: str | None = None  # behind a load balancer: the marker in this replica's session ids
 
 
 @dataclass
@@ -183,6 +194,7 @@ async def serve(
     profile: str | None = None,
     http: HttpOptions | None = None,
     watch: bool = True,
+    redis_url: str | None = None,
 ) -> None:
     """`toolbridge serve`: the gateway and one downstream transport (stdio, or HTTP when `http`).
 
@@ -190,7 +202,7 @@ async def serve(
     """
     audit = AuditLog(config.directory, config.toolsets.audit) if config.toolsets.audit else None
     try:
-        await _serve(config, context_tokens, profile, http, watch, audit)
+        await _serve(config, context_tokens, profile, http, watch, audit, redis_url)
     finally:
         if audit is not None:
             audit.close()
@@ -198,18 +210,20 @@ async def serve(
 
 async def _serve(
     config: Config, context_tokens: int | None, profile: str | None, http: HttpOptions | None, watch: bool,
-    audit: AuditLog | None,
+    audit: AuditLog | None, redis_url: str | None,
 ) -> None:
     async with anyio.create_task_group() as tg:
         shutdown = _Shutdown(tg.cancel_scope)
         tg.start_soon(shutdown.wait_for_signal)
-        async with run_gateway(config, context_tokens=context_tokens) as gateway:
+        async with run_gateway(config, context_tokens=context_tokens, redis_url=redis_url) as gateway:
             notifier = ChangeNotifier(gateway.views)
             await tg.start(notifier.run)
             metrics = Metrics(gateway.fleet, gateway.views, notifier, top_tools=config.toolsets.metrics.top_tools)
             handlers = Handlers(gateway.views, gateway.fleet, notifier, fleet_ready=gateway.fleet.ready,
                                 startup_wait=config.toolsets.startup_wait, profile=profile,
-                                on_call=_call_observers(metrics, audit))
+                                on_call=_call_observers(metrics, audit),
+                                large_results=LargeResults(gateway.shared.results,
+                                                           config.toolsets.large_results.max_chars))
             await tg.start(handlers.run)
             gateway.notice_listeners.append(handlers.on_notice)
             tg.start_soon(reload_on_sighup, gateway.reload)
@@ -228,6 +242,7 @@ async def _serve(
                     health=gateway.health,
                     status=gateway.status,
                     metrics=metrics.exposition,
+                    replica=ReplicaMarker(http.replica_id) if http.replica_id else None,
                 )
                 shutdown.drain = anyio.Event()
                 logger.info("serving Streamable HTTP on http://%s:%s/mcp", http.host, http.port)

@@ -11,6 +11,7 @@ import functools
 import json
 import logging
 import os
+import re
 import sys
 import warnings
 from collections.abc import Sequence
@@ -27,7 +28,7 @@ from rich.table import Table
 from proxy import __version__
 from proxy.app import Gateway, HttpOptions, run_gateway, serve
 from proxy.config import Config, convert_client_config, load_config
-from proxy.downstream import LOOPBACK_HOSTS, bridge
+from proxy.downstream import LOOPBACK_HOSTS, REPLICA_ID_PATTERN, bridge
 from proxy.errors import redact
 from proxy.listing import estimate_tokens
 from proxy.ops import PROFILE_COLUMNS, UPSTREAM_COLUMNS, plain_table, status_rows
@@ -80,10 +81,13 @@ def _serve(args: argparse.Namespace, config: Config) -> None:
                 f"toolbridge: refusing to serve {args.host} without a bearer token: anyone who can reach it could "
                 "call every tool. Set TOOLBRIDGE_AUTH_TOKEN (or --auth-token), or pass --insecure-no-auth."
             )
+        if args.replica_id and not re.fullmatch(REPLICA_ID_PATTERN, args.replica_id):
+            raise SystemExit(f"toolbridge: --replica-id {args.replica_id!r} must be a lowercase DNS label "
+                             "(a-z, 0-9, '-'), e.g. a StatefulSet pod name")
         http = HttpOptions(host=args.host, port=args.port, auth_token=token, allowed_hosts=tuple(args.allowed_host),
-                           allowed_origins=tuple(args.allowed_origin))
+                           allowed_origins=tuple(args.allowed_origin), replica_id=args.replica_id or None)
     anyio.run(functools.partial(serve, config, context_tokens=args.context_tokens, profile=args.profile, http=http,
-                                watch=not args.no_watch))
+                                watch=not args.no_watch, redis_url=args.redis_url or None))
 
 
 # --- one-shot commands ----------------------------------------------------------------------
@@ -226,6 +230,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--allowed-host", action="append", default=[], help="extra allowed Host header value")
     serve.add_argument("--allowed-origin", action="append", default=[], help="extra allowed Origin")
     serve.add_argument("--insecure-no-auth", action="store_true", help="allow a non-loopback --host with no token")
+    serve.add_argument("--replica-id", default=os.environ.get("TOOLBRIDGE_REPLICA_ID"),
+                       help="behind a load balancer: this replica's marker in its session ids "
+                            "(or set TOOLBRIDGE_REPLICA_ID)")
+    serve.add_argument("--redis-url", default=os.environ.get("TOOLBRIDGE_REDIS_URL"),
+                       help="share large results and cached catalogs between replicas in this Redis "
+                            "(or set TOOLBRIDGE_REDIS_URL; else toolsets.yaml's redis_url)")
     serve.add_argument("--no-watch", action="store_true",
                        help="do not apply config edits while serving (SIGHUP still does)")
 

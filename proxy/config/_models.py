@@ -174,6 +174,8 @@ class ToolsetsConfig(_Frozen):
     metrics: MetricsConfig = MetricsConfig()
     large_results: LargeResultsConfig = LargeResultsConfig()
     audit: AuditConfig | None = None
+    # Replicas behind a load balancer share large results and cached catalogs here; None: this process only.
+    redis_url: str | None = Field(default=None, pattern=r"^(redis|rediss|unix)://")
 
     @field_validator("toolsets", "profiles", mode="before")
     @classmethod
