@@ -6,9 +6,12 @@ Nothing here does network or process I/O; loading reads files and returns proble
 from proxy.config._importer import convert_client_config
 from proxy.config._loading import interpolate, load_config, load_toolsets, load_upstream, parse_tool_search
 from proxy.config._models import (
+    DEFAULT_REDIRECT_PORT,
     SERVER_NAME,
     Config,
+    OAuthSettings,
     ProfileConfig,
+    ResourceAuth,
     ToolFilter,
     ToolSearchSettings,
     ToolsetConfig,
@@ -17,9 +20,12 @@ from proxy.config._models import (
 )
 
 __all__ = [
+    "DEFAULT_REDIRECT_PORT",
     "SERVER_NAME",
     "Config",
+    "OAuthSettings",
     "ProfileConfig",
+    "ResourceAuth",
     "ToolFilter",
     "ToolSearchSettings",
     "ToolsetConfig",

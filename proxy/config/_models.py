@@ -19,6 +19,7 @@ from pydantic import (
 
 from proxy.errors import ConfigError
 
+DEFAULT_REDIRECT_PORT = 8976
 SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # use with fullmatch: `$` accepts a trailing newline
 
 
@@ -29,6 +30,26 @@ class _Frozen(BaseModel):
 class ToolFilter(_Frozen):
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+
+
+class OAuthSettings(_Frozen):
+    """`auth: oauth` on a remote upstream; the short form means every setting is discovered.
+
+    Without `client_id` the client registers itself (RFC 7591); `redirect_port` is the loopback
+    port `toolbridge login` listens on for the authorization code.
+    """
+
+    type: Literal["oauth"] = "oauth"
+    client_id: str | None = None
+    client_secret: str | None = None
+    scopes: tuple[str, ...] = ()
+    redirect_port: int = Field(default=DEFAULT_REDIRECT_PORT, ge=1, le=65535)
+
+    @model_validator(mode="after")
+    def _secret_needs_id(self) -> OAuthSettings:
+        if self.client_secret is not None and self.client_id is None:
+            raise ValueError("'client_secret' needs a 'client_id'")
+        return self
 
 
 class UpstreamConfig(_Frozen):
@@ -46,6 +67,16 @@ class UpstreamConfig(_Frozen):
     timeout: float = Field(default=300, gt=0)
     connect_timeout: float = Field(default=60, gt=0)
     tools: ToolFilter = ToolFilter()
+    auth: OAuthSettings | None = None
+
+    @field_validator("auth", mode="before")
+    @classmethod
+    def _auth_short_form(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            if value != "oauth":
+                raise ValueError(f"unknown auth {value!r}; the only kind is 'oauth' (static keys go in 'headers')")
+            return {"type": "oauth"}
+        return value
 
     @field_validator("args", mode="before")
     @classmethod
@@ -79,6 +110,8 @@ class UpstreamConfig(_Frozen):
     def _one_target(self) -> UpstreamConfig:
         if self.command is None and self.url is None:
             raise ValueError("one of 'command' (stdio) or 'url' (remote) is required")
+        if self.auth is not None and self.command is not None:
+            raise ValueError("'auth' applies to 'url' upstreams only")
         return self
 
     @property
@@ -115,6 +148,39 @@ class ToolSearchSettings(_Frozen):
     semantic: Literal["on", "off"] = "off"
 
 
+class ResourceAuth(_Frozen):
+    """`auth:` in `toolsets.yaml`: the HTTP endpoint as an OAuth protected resource (RFC 9728).
+
+    Tokens are JWTs from `issuer` for `audience`, checked against a JWKS (`jwks_url` or
+    `jwks_file`). `profiles` maps values of the `profile_claim` claim to profiles, first match
+    wins, so a user's scope follows their identity. `resource` is the URL clients connect to
+    (published in the metadata); it defaults to the audience.
+    """
+
+    issuer: str
+    audience: str
+    resource: str | None = None
+    jwks_url: str | None = None
+    jwks_file: str | None = None
+    scopes_required: tuple[str, ...] = ()
+    profile_claim: str | None = None
+    profiles: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ResourceAuth:
+        if (self.jwks_url is None) == (self.jwks_file is None):
+            raise ValueError("give one of 'jwks_url' or 'jwks_file'")
+        if self.profiles and not self.profile_claim:
+            raise ValueError("'profiles' maps values of 'profile_claim'; set it (e.g. profile_claim: groups)")
+        if not re.match(r"https?://[^/\s]+", self.resource_url):
+            raise ValueError("'resource' (default: the audience) must be the http(s) URL clients connect to")
+        return self
+
+    @property
+    def resource_url(self) -> str:
+        return self.resource or self.audience
+
+
 class ToolsetsConfig(_Frozen):
     """`toolsets.yaml`."""
 
@@ -123,6 +189,7 @@ class ToolsetsConfig(_Frozen):
     profiles: dict[str, ProfileConfig] = Field(default_factory=lambda: {"default": ProfileConfig()})
     startup_wait: float = Field(default=3.0, ge=0)
     tool_search: ToolSearchSettings = ToolSearchSettings()
+    auth: ResourceAuth | None = None
 
     @field_validator("toolsets", "profiles", mode="before")
     @classmethod
@@ -138,6 +205,14 @@ class ToolsetsConfig(_Frozen):
         if "default" not in value:
             return {**value, "default": ProfileConfig()}
         return value
+
+    @model_validator(mode="after")
+    def _auth_profiles_exist(self) -> ToolsetsConfig:
+        if self.auth is not None:
+            unknown = sorted(set(self.auth.profiles.values()) - set(self.profiles))
+            if unknown:
+                raise ValueError(f"auth.profiles names unknown profiles: {', '.join(unknown)}")
+        return self
 
 
 @dataclass

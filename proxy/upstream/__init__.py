@@ -1,13 +1,16 @@
 """The upstream fleet: one supervised MCP client connection per configured server.
 
 `Fleet` keeps every upstream connected (stdio children, Streamable HTTP, SSE), puts each server's
-tools into a `ToolSink` (the registry), and routes tool calls to the live connection.
+tools into a `ToolSink` (the registry), and routes tool calls to the live connection. `login`
+gets the user's consent for an OAuth upstream; its tokens live where `token_store` says.
 """
 
 from proxy.upstream._availability import Availability
 from proxy.upstream._backoff import next_delay
 from proxy.upstream._connection import Connection, ProgressCallback, connect, filter_tools, strip_server_info
 from proxy.upstream._fleet import Fleet, ServerStatus, ToolSink, UpstreamState
+from proxy.upstream._login import login
+from proxy.upstream._oauth import token_store
 from proxy.upstream._stdio import resolve_command
 
 __all__ = [
@@ -20,7 +23,9 @@ __all__ = [
     "UpstreamState",
     "connect",
     "filter_tools",
+    "login",
     "next_delay",
     "resolve_command",
     "strip_server_info",
+    "token_store",
 ]

@@ -28,12 +28,14 @@ from proxy import __version__
 from proxy.config import UpstreamConfig
 from proxy.errors import (
     HttpResponse,
+    UpstreamNeedsAuth,
     UpstreamRefused,
     UpstreamTimeout,
     UpstreamUnavailable,
     rejected_by_http,
     translate,
 )
+from proxy.upstream._oauth import oauth_auth
 from proxy.upstream._stdio import stdio_transport
 
 logger = logging.getLogger(__name__)
@@ -215,7 +217,8 @@ class Connection:
 
 
 def _http_client(config: UpstreamConfig, responses: list[HttpResponse], **overrides: Any) -> httpx2.AsyncClient:
-    """Our own httpx2 client: the config's headers, and a record of responses to explain failures."""
+    """Our own httpx2 client: the config's headers, its auth (OAuth), and a record of responses to
+    explain failures."""
 
     async def record(response: httpx2.Response) -> None:
         responses.append((response.status_code, response.headers.get("content-type", "").lower()))
@@ -226,12 +229,12 @@ def _http_client(config: UpstreamConfig, responses: list[HttpResponse], **overri
     return httpx2.AsyncClient(**options, event_hooks={"response": [record]})
 
 
-def _sse(config: UpstreamConfig, responses: list[HttpResponse]) -> Any:
+def _sse(config: UpstreamConfig, responses: list[HttpResponse], auth: httpx2.Auth | None) -> Any:
     def factory(headers: Any = None, timeout: Any = None, auth: Any = None) -> httpx2.AsyncClient:
         return _http_client(config, responses, headers=headers, timeout=timeout, auth=auth)
 
     assert config.url is not None
-    return sse_client(config.url, headers=dict(config.headers), httpx_client_factory=factory)
+    return sse_client(config.url, headers=dict(config.headers), httpx_client_factory=factory, auth=auth)
 
 
 async def _enter(stack: AsyncExitStack, transport: Any, signals: Signals, mode: str) -> Client:
@@ -241,22 +244,24 @@ async def _enter(stack: AsyncExitStack, transport: Any, signals: Signals, mode: 
 
 async def _open_http(
     stack: AsyncExitStack, config: UpstreamConfig, transport: TransportChoice, signals: Signals,
-    mode: str, responses: list[HttpResponse],
+    mode: str, responses: list[HttpResponse], auth: httpx2.Auth | None,
 ) -> tuple[Client, str]:
     assert config.url is not None
     if transport != "sse":
         try:
             async with AsyncExitStack() as attempt:
-                http = await attempt.enter_async_context(_http_client(config, responses))
+                http = await attempt.enter_async_context(_http_client(config, responses, auth=auth))
                 client = await _enter(attempt, streamable_http_client(config.url, http_client=http), signals, mode)
                 await stack.enter_async_context(attempt.pop_all())
                 return client, "streamable-http"
-        except Exception:
-            if transport != "auto" or rejected_by_http(responses) is None:
+        except Exception as exc:
+            if transport != "auto" or rejected_by_http(responses) is None or isinstance(
+                translate(config.name, exc), UpstreamNeedsAuth
+            ):
                 raise
             logger.info("server %s: Streamable HTTP rejected; trying SSE", config.name)
             responses.clear()
-    return await _enter(stack, _sse(config, responses), signals, mode), "sse"
+    return await _enter(stack, _sse(config, responses, auth), signals, mode), "sse"
 
 
 @asynccontextmanager
@@ -278,13 +283,16 @@ async def connect(
     log_dir: Path,
     transport: TransportChoice = "auto",
     mode: str = "auto",
+    auth: httpx2.Auth | None = None,
 ) -> AsyncIterator[Connection]:
     """Spawn or dial the upstream and negotiate; closing it stops the child's whole group.
 
     `transport="auto"` tries Streamable HTTP and falls back to SSE when the endpoint rejects it;
-    `Connection.transport` says which one worked.
+    `Connection.transport` says which one worked. An `auth: oauth` upstream authenticates with
+    `auth`, by default the serving one (`oauth_auth`), which never waits for a person.
 
     Raises:
+        UpstreamNeedsAuth: an OAuth upstream needs the user's consent (`toolbridge login`).
         UpstreamRefused: retrying will not help (missing command, auth, not an MCP endpoint).
         UpstreamError: any other failure to connect, or the connection failing while open.
     """
@@ -297,7 +305,9 @@ async def connect(
                 client = await _enter(stack, _stdio(config, config_dir, log_dir, signals), signals, mode)
                 used = "stdio"
             else:
-                client, used = await _open_http(stack, config, transport, signals, mode, responses)
+                if auth is None and config.auth is not None:
+                    auth = oauth_auth(config, config_dir)
+                client, used = await _open_http(stack, config, transport, signals, mode, responses, auth)
             opened = True
             yield Connection(config, client, used, signals, responses)
     except Exception as exc:

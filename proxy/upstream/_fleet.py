@@ -19,10 +19,18 @@ import anyio
 from mcp import types
 
 from proxy.config import UpstreamConfig
-from proxy.errors import SessionLost, UpstreamError, UpstreamRefused, UpstreamTimeout, UpstreamUnavailable
+from proxy.errors import (
+    SessionLost,
+    UpstreamError,
+    UpstreamNeedsAuth,
+    UpstreamRefused,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
 from proxy.upstream._availability import Availability
 from proxy.upstream._backoff import next_delay
 from proxy.upstream._connection import Connection, ProgressCallback, TransportChoice, connect
+from proxy.upstream._oauth import LOGIN_POLL, wait_for_login
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +54,7 @@ class UpstreamState(enum.Enum):
     STARTING = "starting"
     READY = "ready"
     BACKOFF = "backoff"
+    NEEDS_AUTH = "needs-auth"  # an OAuth upstream waiting for `toolbridge login`; its known tools stay offered
     PARKED = "parked"
     DISABLED = "disabled"
 
@@ -96,9 +105,10 @@ class Fleet:
         park_after: int = PARK_AFTER_FAILURES,
         reprobe: float = REPROBE_INTERVAL,
         grace: float = 60.0,
+        login_poll: float = LOGIN_POLL,
     ) -> None:
         self.registry = registry
-        self.availability = Availability(check=self.is_ready, grace=grace)
+        self.availability = Availability(check=self._offers_tools, grace=grace)
         self.ready = anyio.Event()
         self._config_dir = config_dir
         self._log_dir = log_dir
@@ -106,6 +116,7 @@ class Fleet:
         self._keepalive = keepalive
         self._park_after = park_after
         self._reprobe = reprobe
+        self._login_poll = login_poll
         self._grace = grace
         self._servers: dict[str, _Upstream] = {}
         for name, config in upstreams.items():
@@ -134,6 +145,11 @@ class Fleet:
     def is_ready(self, server: str) -> bool:
         up = self._servers.get(server)
         return up is not None and up.state is UpstreamState.READY
+
+    def _offers_tools(self, server: str) -> bool:
+        """Ready, or waiting for consent: a call then tells the user how to give it."""
+        up = self._servers.get(server)
+        return up is not None and up.state in (UpstreamState.READY, UpstreamState.NEEDS_AUTH)
 
     def status(self) -> list[ServerStatus]:
         return [
@@ -170,6 +186,8 @@ class Fleet:
         if up is None:
             raise UpstreamUnavailable(server, "no such upstream")
         conn = up.connection
+        if up.state is UpstreamState.NEEDS_AUTH:
+            raise UpstreamNeedsAuth(server)
         if up.state is not UpstreamState.READY or conn is None:
             raise UpstreamUnavailable(server, f"temporarily unavailable ({up.reason})")
         try:
@@ -268,6 +286,9 @@ class Fleet:
         up.failures += 1
         up.last_error = str(error)
         self._settle(up)
+        if isinstance(error, UpstreamNeedsAuth):
+            await self._wait_for_consent(up, error)
+            return
         if isinstance(error, UpstreamRefused) or up.failures >= self._park_after:
             logger.warning("%s; parked, re-probing every %g s", error, self._reprobe)
             self._set_state(up, UpstreamState.PARKED, error.reason)
@@ -278,6 +299,14 @@ class Fleet:
         logger.warning("%s; reconnecting in %.1f s", error, delay)
         self._set_state(up, UpstreamState.BACKOFF, f"{error.reason}; retrying in {delay:.1f} s")
         await anyio.sleep(delay)
+
+    async def _wait_for_consent(self, up: _Upstream, error: UpstreamNeedsAuth) -> None:
+        """No retry loop and no parking: try again once a login stored new tokens (or after `reprobe`)."""
+        if up.state is not UpstreamState.NEEDS_AUTH:
+            logger.warning("%s", error)
+        up.failures = 0
+        self._set_state(up, UpstreamState.NEEDS_AUTH, error.reason)
+        await wait_for_login(up.config, self._config_dir, self._reprobe, self._login_poll)
 
     # --- state bookkeeping -----------------------------------------------------------------------
 
