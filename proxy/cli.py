@@ -1,4 +1,4 @@
-"""The `toolbridge` command: serve, catalog, search, status, check, import.
+"""The `toolbridge` command: serve, catalog, search, status, check, import, login.
 
 Output for people goes to stdout only in the one-shot commands; `serve` writes nothing but
 protocol to stdout. Logs always go to stderr, redacted.
@@ -23,8 +23,9 @@ from proxy import __version__
 from proxy.app import Gateway, HttpOptions, run_gateway, serve
 from proxy.config import Config, convert_client_config, load_config
 from proxy.downstream import bridge
-from proxy.errors import redact
+from proxy.errors import UpstreamError, redact
 from proxy.listing import estimate_tokens
+from proxy.upstream import login, token_store
 
 logger = logging.getLogger("proxy")
 
@@ -146,6 +147,30 @@ def _import(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def _login(args: argparse.Namespace, config: Config) -> int:
+    """The browser flow for one `auth: oauth` upstream: print the URL, take the loopback redirect."""
+    upstream = config.upstreams.get(args.server)
+    if upstream is None or upstream.auth is None:
+        print(f"error: {args.server!r} is not an upstream with 'auth: oauth' in {config.directory}/upstreams/",
+              file=sys.stderr)
+        return 1
+
+    port = upstream.auth.redirect_port
+
+    async def show(url: str) -> None:
+        print(f"Open this URL in a browser to authorize toolbridge for {upstream.name}:\n\n    {url}\n\n"
+              f"Waiting for the browser to come back to 127.0.0.1:{port} ...", flush=True)
+
+    try:
+        count = anyio.run(functools.partial(login, upstream, config.directory, show_url=show))
+    except UpstreamError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    where = token_store(upstream, config.directory).location
+    print(f"{upstream.name}: authorized, {count} tools; tokens are kept in {where}")
+    return 0
+
+
 def _check(config: Config) -> int:
     for problem in config.problems:
         print(f"error: {problem}", file=sys.stderr)
@@ -188,6 +213,8 @@ def _parser() -> argparse.ArgumentParser:
     importer = commands.add_parser("import", parents=[common], help="convert a client's mcpServers config")
     importer.add_argument("file", type=Path)
     importer.add_argument("--force", action="store_true", help="overwrite existing upstream files")
+    authorize = commands.add_parser("login", parents=[common], help="authorize an 'auth: oauth' upstream (browser)")
+    authorize.add_argument("server")
     return parser
 
 
@@ -199,6 +226,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = _load(args)
     if args.command == "check":
         return _check(config)
+    if args.command == "login":
+        return _login(args, config)
     if args.command == "serve":
         _serve(args, config)
         return 0

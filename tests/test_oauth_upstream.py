@@ -131,26 +131,25 @@ async def test_a_configured_client_id_is_used_instead_of_registering(tmp_path: P
 async def test_without_consent_the_server_waits_in_needs_auth_until_a_login(
     tmp_path: Path, memory_keyring: MemoryKeyring, logs: pytest.LogCaptureFixture
 ) -> None:
-    async with oauth_upstream() as (auth, config):
-        async with running_fleet([config], tmp_path, login_poll=0.02) as (fleet, _registry):
-            with anyio.fail_after(20):
-                await fleet.ready.wait()  # needing consent settles a server: startup never waits for a person
-            (status,) = fleet.status()
-            assert status.state is UpstreamState.NEEDS_AUTH and "toolbridge login web" in status.reason
-            with pytest.raises(UpstreamNeedsAuth, match="toolbridge login web"):
-                await fleet.call_tool("web", "echo", {"text": "hi"})
-            polls = memory_keyring.reads
-            with anyio.fail_after(20):
-                await wait_for(lambda: memory_keyring.reads >= polls + 5)
-            assert auth.discoveries == 1  # waiting is polling the token store, not the server
+    async with oauth_upstream() as (auth, config), running_fleet([config], tmp_path, login_poll=0.02) as (fleet, _):
+        with anyio.fail_after(20):
+            await fleet.ready.wait()  # needing consent settles a server: startup never waits for a person
+        (status,) = fleet.status()
+        assert status.state is UpstreamState.NEEDS_AUTH and "toolbridge login web" in status.reason
+        with pytest.raises(UpstreamNeedsAuth, match="toolbridge login web"):
+            await fleet.call_tool("web", "echo", {"text": "hi"})
+        polls = memory_keyring.reads
+        with anyio.fail_after(20):
+            await wait_for(lambda: memory_keyring.reads >= polls + 5)
+        assert auth.discoveries == 1  # waiting is polling the token store, not the server
 
-            with anyio.fail_after(20):
-                await login(config, tmp_path, show_url=consent)
-                await fleet.wait_state("web", UpstreamState.READY)
-            assert text(await fleet.call_tool("web", "echo", {"text": "back"})) == "back"
-            assert not (tmp_path / ".secrets").exists()  # the keyring holds them
-            assert [key for key in memory_keyring.secrets] == [("toolbridge", f"web {config.url}")]
-            assert_nothing_leaked(auth, logs, fleet)
+        with anyio.fail_after(20):
+            await login(config, tmp_path, show_url=consent)
+            await fleet.wait_state("web", UpstreamState.READY)
+        assert text(await fleet.call_tool("web", "echo", {"text": "back"})) == "back"
+        assert not (tmp_path / ".secrets").exists()  # the keyring holds them
+        assert list(memory_keyring.secrets) == [("toolbridge", f"web {config.url}")]
+        assert_nothing_leaked(auth, logs, fleet)
 
 
 async def test_tokens_refresh_before_they_expire_without_the_user(
