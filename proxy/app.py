@@ -22,7 +22,15 @@ import anyio.to_thread
 from mcp.server.stdio import stdio_server
 
 from proxy.config import Config
-from proxy.downstream import ChangeNotifier, Handlers, HttpApp, build_server, serve_http, transport_security
+from proxy.downstream import (
+    ChangeNotifier,
+    Handlers,
+    HttpApp,
+    ProtectedResource,
+    build_server,
+    serve_http,
+    transport_security,
+)
 from proxy.registry import Registry
 from proxy.search import SemanticIndex
 from proxy.upstream import Fleet
@@ -143,12 +151,15 @@ async def serve(
                 async with stdio_server() as (read, write):
                     await server.run(read, write, server.create_initialization_options())
             else:
+                auth = config.toolsets.auth
+                resource = ProtectedResource(auth, config.directory) if auth is not None else None
                 app = HttpApp(
                     server,
                     security=transport_security(http.host, http.allowed_hosts, http.allowed_origins),
                     auth_token=http.auth_token,
                     has_profile=gateway.views.has_profile,
                     health=gateway.health,
+                    resource=resource,
                 )
                 shutdown.drain = anyio.Event()
                 logger.info("serving Streamable HTTP on http://%s:%s/mcp", http.host, http.port)

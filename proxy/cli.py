@@ -59,13 +59,27 @@ def _load(args: argparse.Namespace) -> Config:
 # --- serve ----------------------------------------------------------------------------------
 
 
+def _refuse_unsafe_http(args: argparse.Namespace, config: Config, token: str | None) -> None:
+    """HTTP serving must never lose the endpoint's auth to a config mistake."""
+    toolsets = str(config.directory / "toolsets.yaml")
+    if any(problem.path == toolsets for problem in config.problems):
+        raise SystemExit("toolbridge: toolsets.yaml is invalid (see above); not serving HTTP without its settings")
+    auth = config.toolsets.auth
+    if auth is not None and token:
+        raise SystemExit("toolbridge: toolsets.yaml has 'auth:' (OAuth); drop --auth-token/TOOLBRIDGE_AUTH_TOKEN")
+    if auth is not None and auth.profile_claim and args.profile:
+        raise SystemExit(f"toolbridge: profiles follow the '{auth.profile_claim}' claim; drop --profile")
+
+
 def _serve(args: argparse.Namespace, config: Config) -> None:
     http = None
     if args.transport == "http":
+        token = args.auth_token or os.environ.get("TOOLBRIDGE_AUTH_TOKEN") or None
+        _refuse_unsafe_http(args, config, token)
         http = HttpOptions(
             host=args.host,
             port=args.port,
-            auth_token=args.auth_token or os.environ.get("TOOLBRIDGE_AUTH_TOKEN") or None,
+            auth_token=token,
             allowed_hosts=tuple(args.allowed_host),
             allowed_origins=tuple(args.allowed_origin),
         )

@@ -1,18 +1,21 @@
 """What downstream clients talk to: the SDK server, its handlers, the bridge tools and HTTP.
 
 `build_server(Handlers(...))` gives the SDK server for stdio or in-memory use; `HttpApp` serves it
-over Streamable HTTP behind the Host/Origin and bearer checks.
+over Streamable HTTP behind the Host/Origin and bearer checks; `ProtectedResource` makes that
+endpoint an OAuth protected resource whose tokens' claims choose the profile.
 """
 
 from proxy.downstream import _bridge as bridge
 from proxy.downstream._arguments import check_arguments, coerce_arguments, validate_arguments
 from proxy.downstream._http import HttpApp, check_bearer, serve_http, transport_security
+from proxy.downstream._resource import ProtectedResource
 from proxy.downstream._server import ChangeNotifier, Handlers, ToolCaller, build_server, session_key
 
 __all__ = [
     "ChangeNotifier",
     "Handlers",
     "HttpApp",
+    "ProtectedResource",
     "ToolCaller",
     "bridge",
     "build_server",

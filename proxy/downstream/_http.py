@@ -1,8 +1,9 @@
 """Streamable HTTP transport: `/mcp`, `/mcp/<profile>` and `/healthz`.
 
 Every request passes the SDK's Host/Origin check (DNS-rebinding protection, configured here and
-applied first, so even `/healthz` answers only to allowed hosts) and, when a token is set, the
-bearer check, before it reaches the SDK's session manager.
+applied first, so even `/healthz` answers only to allowed hosts) and then either the static
+bearer check (when a token is set) or, with `auth:` in `toolsets.yaml`, the OAuth protected
+resource (`_resource.py`), before it reaches the SDK's session manager.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
+from proxy.downstream._resource import ALLOWED_PROFILES_SCOPE_KEY, ProtectedResource
 from proxy.downstream._server import PROFILE_SCOPE_KEY
 
 logger = logging.getLogger(__name__)
@@ -66,9 +68,12 @@ class HttpApp:
         auth_token: str | None,
         has_profile: Callable[[str], bool],
         health: Callable[[], dict[str, Any]],
+        resource: ProtectedResource | None = None,
     ) -> None:
         self.guard = TransportSecurityMiddleware(security)
         self.auth_token = auth_token
+        self.resource = resource
+        self.mcp = resource.protect(self._mcp) if resource is not None else self._mcp
         self.has_profile = has_profile
         self.health = health
         self.sessions = StreamableHTTPSessionManager(server, security_settings=security)
@@ -87,15 +92,26 @@ class HttpApp:
         if path == "/healthz":
             await JSONResponse(self.health())(scope, receive, send)
             return
+        if self.resource is not None and path in self.resource.metadata_paths:
+            await self.resource.metadata_app(scope, receive, send)
+            return
         if not check_bearer(Headers(scope=scope), self.auth_token):
             response = Response("Unauthorized", status_code=401, headers={"WWW-Authenticate": "Bearer"})
             await response(scope, receive, send)
             return
-        profile = self._profile_from_path(path)
+        await self.mcp(scope, receive, send)
+
+    async def _mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The path's profile, unless a token's claim allows others: then one of those (the first by default)."""
+        profile = self._profile_from_path(scope["path"].rstrip("/") or "/")
         if profile is None:
             await Response("Not Found", status_code=404)(scope, receive, send)
             return
-        scope = {**scope, PROFILE_SCOPE_KEY: profile or None}
+        allowed = scope.get(ALLOWED_PROFILES_SCOPE_KEY)
+        if allowed is not None and (not allowed or (profile and profile not in allowed)):
+            await Response("Forbidden: no such profile for this identity", status_code=403)(scope, receive, send)
+            return
+        scope = {**scope, PROFILE_SCOPE_KEY: profile or (allowed[0] if allowed else None)}
         await self.sessions.handle_request(scope, receive, send)
 
     def _profile_from_path(self, path: str) -> str | None:
