@@ -18,7 +18,6 @@ from mcp.server.auth.handlers.metadata import ProtectedResourceMetadataHandler
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend, RequireAuthMiddleware
 from mcp.server.auth.routes import build_resource_metadata_url, cors_middleware
 from mcp.shared.auth import ProtectedResourceMetadata
-from pydantic import AnyHttpUrl
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -68,14 +67,13 @@ class ProtectedResource:
         self.settings = settings
         self.keys = KeySet(settings, config_dir)
         self.verifier = JwtVerifier(settings, self.keys)
-        resource = AnyHttpUrl(settings.resource_url)
-        self.metadata = ProtectedResourceMetadata(
-            resource=resource,
-            authorization_servers=[AnyHttpUrl(settings.issuer)],
-            scopes_supported=list(settings.scopes_required) or None,
-            resource_name="toolbridge",
-        )
-        self.metadata_url = build_resource_metadata_url(resource)
+        self.metadata = ProtectedResourceMetadata.model_validate({  # validated as strings: issuers stay verbatim
+            "resource": settings.resource_url,
+            "authorization_servers": [settings.issuer],
+            "scopes_supported": list(settings.scopes_required) or None,
+            "resource_name": "toolbridge",
+        })
+        self.metadata_url = build_resource_metadata_url(self.metadata.resource)
         self.metadata_paths = {ROOT_METADATA_PATH, urlparse(str(self.metadata_url)).path}
         self.metadata_app = cors_middleware(ProtectedResourceMetadataHandler(self.metadata).handle, ["GET", "OPTIONS"])
 

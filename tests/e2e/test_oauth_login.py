@@ -1,4 +1,5 @@
-"""`toolbridge login` then `toolbridge serve`, as processes, against an upstream that requires OAuth."""
+"""OAuth through `toolbridge` processes: `login` then `serve` against an upstream that requires it,
+and `serve --transport http` as a protected resource."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ import sys
 from pathlib import Path
 
 import anyio
+import httpx2
 import pytest
 import yaml
 from conftest import free_port, serve_app
-from fleetdir import REPO
+from fleetdir import REPO, serve_http, write_fleet
 from mcp import Client, StdioServerParameters, stdio_client, types
+from mcp.client.streamable_http import streamable_http_client
+from servers.jwt_issuer import Issuer, issuer_app
 from servers.oauth_upstream import AuthServer, consent, oauth_app
 
 pytestmark = pytest.mark.anyio
@@ -62,3 +66,27 @@ async def test_login_then_serve_reaches_the_oauth_upstream_and_logs_no_token(tmp
     secrets = [*auth.issued, *(c.client_secret for c in auth.clients.values() if c.client_secret)]
     assert [s for s in secrets if s in logged + printed + errors] == []
     assert json.loads((tmp_path / ".secrets" / "web.json").read_text())["tokens"]["access_token"] in auth.issued
+
+
+async def test_serve_http_with_an_auth_block_is_a_protected_resource(tmp_path: Path) -> None:
+    issuer_port, port = free_port(), free_port()
+    issuer = Issuer(f"http://127.0.0.1:{issuer_port}", audience=f"http://127.0.0.1:{port}/mcp")
+    auth = {"issuer": issuer.base, "audience": issuer.audience, "jwks_url": f"{issuer.base}/jwks.json",
+            "profile_claim": "groups", "profiles": {"ops": "narrow"}}
+    write_fleet(tmp_path, {"mail": ["--tools", "3", "--prefix", "mail"], "disk": ["--tools", "2", "--prefix", "disk"]},
+                {"toolsets": {"mail": {"tools": ["mail__*"]}}, "profiles": {"narrow": {"toolsets": ["mail"]}},
+                 "auth": auth})
+    async with serve_app(issuer_app(issuer), issuer_port), serve_http(tmp_path, port) as base:
+        async with httpx2.AsyncClient() as http:
+            refused = await http.post(f"{base}/mcp", json={})
+            assert refused.status_code == 401
+            assert f'resource_metadata="{base}/.well-known/oauth-protected-resource/mcp"' in refused.headers[
+                "www-authenticate"]
+            metadata = (await http.get(f"{base}/.well-known/oauth-protected-resource/mcp")).json()
+            assert metadata["authorization_servers"] == [issuer.base]
+        token = issuer.token(groups=["ops"])
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http, \
+                Client(streamable_http_client(f"{base}/mcp", http_client=http)) as client:
+            with anyio.fail_after(30):
+                names = {tool.name for tool in (await client.list_tools()).tools}
+        assert names and all(not name.startswith("disk__") for name in names)
