@@ -1,11 +1,14 @@
 # toolbridge over Streamable HTTP, with the bundled default fleet (upstreams/).
 #
 #   docker build -t toolbridge .
-#   docker run --rm -p 8765:8765 toolbridge
+#   docker run --rm -p 8765:8765 -e TOOLBRIDGE_AUTH_TOKEN="$(openssl rand -hex 32)" toolbridge
 #
+# It listens on 0.0.0.0 inside the container, so it refuses to start without a bearer token. Clients
+# reach it as http://localhost:8765/mcp; to use another host name, allow it (DNS-rebinding check):
+#   docker run ... toolbridge serve --transport http --host 0.0.0.0 --allowed-host mcp.example.com
 # To serve your own fleet, mount a config dir (toolsets.yaml + upstreams/) and point at it:
-#   docker run --rm -p 8765:8765 -v "$PWD/myconf:/config:ro" -e TOOLBRIDGE_HOME=/config toolbridge
-FROM python:3.11-slim
+#   docker run ... -v "$PWD/myconf:/config:ro" -e TOOLBRIDGE_HOME=/config toolbridge
+FROM python:3.11.11-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -23,7 +26,7 @@ RUN apt-get update \
 RUN useradd --create-home --uid 10001 --user-group --shell /usr/sbin/nologin toolbridge
 WORKDIR /app
 RUN chown toolbridge:toolbridge /app
-USER toolbridge
+USER 10001
 
 # Copy only what the image needs: a host .venv/.fleet/node_modules would hold host paths.
 # The README*/toolsets.yaml* globs copy those files when present and do not fail when absent.
@@ -43,5 +46,5 @@ EXPOSE 8765
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
     CMD [".venv/bin/python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8765/healthz', timeout=4)"]
 
-ENTRYPOINT ["/usr/bin/tini", "--"]
-CMD [".venv/bin/toolbridge", "serve", "--transport", "http", "--host", "0.0.0.0"]
+ENTRYPOINT ["/usr/bin/tini", "--", "/app/.venv/bin/toolbridge"]
+CMD ["serve", "--transport", "http", "--host", "0.0.0.0"]

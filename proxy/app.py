@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,10 +19,13 @@ from typing import Any
 import anyio
 import anyio.from_thread
 import anyio.to_thread
+from mcp import types
 from mcp.server.stdio import stdio_server
 
-from proxy.config import Config
+from proxy.catalogs import Catalogs
+from proxy.config import Config, keep_last_good, load_config
 from proxy.downstream import (
+    CallRecord,
     ChangeNotifier,
     Handlers,
     HttpApp,
@@ -31,9 +34,10 @@ from proxy.downstream import (
     serve_http,
     transport_security,
 )
+from proxy.ops import AuditLog, Metrics, reload_on_sighup, status_report, watch_config
 from proxy.registry import Registry
 from proxy.search import SemanticIndex
-from proxy.upstream import Fleet
+from proxy.upstream import Fleet, NoticeSink
 from proxy.views import Views
 
 logger = logging.getLogger(__name__)
@@ -45,6 +49,7 @@ class Gateway:
     registry: Registry
     fleet: Fleet
     views: Views
+    notice_listeners: list[NoticeSink]
 
     async def wait_until_ready(self, timeout: float) -> bool:
         """Wait (bounded) until every upstream has registered or failed once."""
@@ -54,6 +59,22 @@ class Gateway:
 
     def health(self) -> dict[str, Any]:
         return {"status": "ok", "servers": {s.name: s.state.value for s in self.fleet.status()}}
+
+    def status(self) -> dict[str, Any]:
+        return status_report(self.config, self.fleet, self.views)
+
+    def reload(self) -> None:
+        """Re-read the config dir: start added servers, stop removed ones, restart changed ones, and
+        re-assemble the surfaces for an edited `toolsets.yaml`; a broken file keeps its last good settings."""
+        config = keep_last_good(self.config, load_config(self.config.directory))
+        for problem in config.problems:
+            logger.error("config: %s (the last good settings stay in force)", problem)
+        if config.toolsets.auth != self.config.toolsets.auth:  # the HTTP app was built with the old one
+            logger.warning("config: toolsets.yaml: 'auth:' changes take effect at the next restart")
+            config.toolsets = config.toolsets.model_copy(update={"auth": self.config.toolsets.auth})
+        self.fleet.update(config.upstreams)
+        self.views.update_toolsets(config.toolsets)
+        self.config = config
 
 
 def embedding_cache_dir(config: Config) -> Path:
@@ -93,22 +114,31 @@ async def run_gateway(
 ) -> AsyncIterator[Gateway]:
     """Start every upstream (concurrently, in the background) and yield the gateway."""
     registry = Registry()
+    catalogs = Catalogs(registry)
+    listeners: list[NoticeSink] = []
+
+    async def notices(server: str, notification: types.ServerNotification) -> None:
+        for listener in listeners:
+            await listener(server, notification)
+
     fleet = Fleet(config.upstreams, registry, config_dir=config.directory,
-                  log_dir=log_dir or config.directory / "logs")
+                  log_dir=log_dir or config.directory / "logs", catalogs=catalogs, notices=notices)
     views = Views(registry, config.toolsets, fleet.availability, default_context_tokens=context_tokens,
-                  cache_dir=embedding_cache_dir(config))
+                  cache_dir=embedding_cache_dir(config), catalogs=catalogs)
     async with anyio.create_task_group() as tg:
         await tg.start(fleet.run)
         if views.semantic is not None:
             await tg.start(keep_embeddings, views.semantic, registry)
         try:
-            yield Gateway(config, registry, fleet, views)
+            yield Gateway(config, registry, fleet, views, listeners)
         finally:
             tg.cancel_scope.cancel()
 
 
 @dataclass(frozen=True)
 class HttpOptions:
+    """How `serve` listens over HTTP; `host` off loopback needs `auth_token` (checked by the CLI)."""
+
     host: str = "127.0.0.1"
     port: int = 8765
     auth_token: str | None = None
@@ -134,18 +164,54 @@ class _Shutdown:
                 return
 
 
+def _call_observers(metrics: Metrics, audit: AuditLog | None) -> Callable[[CallRecord], None]:
+    def observe(record: CallRecord) -> None:
+        metrics.observe(record)
+        if audit is not None:
+            audit.record(record)
+
+    return observe
+
+
 async def serve(
-    config: Config, *, context_tokens: int | None = None, profile: str | None = None, http: HttpOptions | None = None
+    config: Config,
+    *,
+    context_tokens: int | None = None,
+    profile: str | None = None,
+    http: HttpOptions | None = None,
+    watch: bool = True,
 ) -> None:
-    """`toolbridge serve`: the gateway and one downstream transport (stdio, or HTTP when `http`)."""
+    """`toolbridge serve`: the gateway and one downstream transport (stdio, or HTTP when `http`).
+
+    With `watch`, edits to `upstreams/` and `toolsets.yaml` apply while serving; SIGHUP always does.
+    """
+    audit = AuditLog(config.directory, config.toolsets.audit) if config.toolsets.audit else None
+    try:
+        await _serve(config, context_tokens, profile, http, watch, audit)
+    finally:
+        if audit is not None:
+            audit.close()
+
+
+async def _serve(
+    config: Config, context_tokens: int | None, profile: str | None, http: HttpOptions | None, watch: bool,
+    audit: AuditLog | None,
+) -> None:
     async with anyio.create_task_group() as tg:
         shutdown = _Shutdown(tg.cancel_scope)
         tg.start_soon(shutdown.wait_for_signal)
         async with run_gateway(config, context_tokens=context_tokens) as gateway:
             notifier = ChangeNotifier(gateway.views)
             await tg.start(notifier.run)
+            metrics = Metrics(gateway.fleet, gateway.views, notifier, top_tools=config.toolsets.metrics.top_tools)
             handlers = Handlers(gateway.views, gateway.fleet, notifier, fleet_ready=gateway.fleet.ready,
-                                startup_wait=config.toolsets.startup_wait, profile=profile)
+                                startup_wait=config.toolsets.startup_wait, profile=profile,
+                                on_call=_call_observers(metrics, audit))
+            await tg.start(handlers.run)
+            gateway.notice_listeners.append(handlers.on_notice)
+            tg.start_soon(reload_on_sighup, gateway.reload)
+            if watch:
+                tg.start_soon(watch_config, config.directory, gateway.reload)
             server = build_server(handlers)
             if http is None:
                 async with stdio_server() as (read, write):
@@ -160,6 +226,8 @@ async def serve(
                     has_profile=gateway.views.has_profile,
                     health=gateway.health,
                     resource=resource,
+                    status=gateway.status,
+                    metrics=metrics.exposition,
                 )
                 shutdown.drain = anyio.Event()
                 logger.info("serving Streamable HTTP on http://%s:%s/mcp", http.host, http.port)

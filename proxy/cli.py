@@ -12,20 +12,26 @@ import json
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import yaml
+from mcp import MCPDeprecationWarning
+from rich.console import Console
+from rich.table import Table
 
 from proxy import __version__
 from proxy.app import Gateway, HttpOptions, run_gateway, serve
 from proxy.config import Config, convert_client_config, load_config
-from proxy.downstream import bridge
+from proxy.downstream import LOOPBACK_HOSTS, bridge
 from proxy.errors import UpstreamError, redact
 from proxy.listing import estimate_tokens
-from proxy.upstream import login, token_store
+from proxy.ops import PROFILE_COLUMNS, UPSTREAM_COLUMNS, plain_table, status_rows
+from proxy.upstream import UpstreamState, login, token_store
 
 logger = logging.getLogger("proxy")
 
@@ -43,6 +49,8 @@ def _setup_logging(level: str) -> None:
     root.setLevel(level.upper())
     for noisy in ("httpx2", "httpcore", "mcp", "uvicorn.error"):  # they log full URLs and per-request chatter
         logging.getLogger(noisy).setLevel(max(root.level, logging.WARNING))
+    # toolbridge serves both protocol eras on purpose: the handshake-era features it relays are not news.
+    warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
 
 
 def _load(args: argparse.Namespace) -> Config:
@@ -57,6 +65,10 @@ def _load(args: argparse.Namespace) -> Config:
 
 
 # --- serve ----------------------------------------------------------------------------------
+
+
+def _auth_token(args: argparse.Namespace) -> str | None:
+    return args.auth_token or os.environ.get("TOOLBRIDGE_AUTH_TOKEN") or None
 
 
 def _refuse_unsafe_http(args: argparse.Namespace, config: Config, token: str | None) -> None:
@@ -74,24 +86,42 @@ def _refuse_unsafe_http(args: argparse.Namespace, config: Config, token: str | N
 def _serve(args: argparse.Namespace, config: Config) -> None:
     http = None
     if args.transport == "http":
-        token = args.auth_token or os.environ.get("TOOLBRIDGE_AUTH_TOKEN") or None
+        token = _auth_token(args)
         _refuse_unsafe_http(args, config, token)
-        http = HttpOptions(
-            host=args.host,
-            port=args.port,
-            auth_token=token,
-            allowed_hosts=tuple(args.allowed_host),
-            allowed_origins=tuple(args.allowed_origin),
-        )
-    anyio.run(functools.partial(serve, config, context_tokens=args.context_tokens, profile=args.profile, http=http))
+        if (args.host not in (*LOOPBACK_HOSTS, "::1") and not token and config.toolsets.auth is None
+                and not args.insecure_no_auth):
+            raise SystemExit(
+                f"toolbridge: refusing to serve {args.host} without a bearer token: anyone who can reach it could "
+                "call every tool. Set TOOLBRIDGE_AUTH_TOKEN (or --auth-token), 'auth:' in toolsets.yaml, or pass "
+                "--insecure-no-auth."
+            )
+        http = HttpOptions(host=args.host, port=args.port, auth_token=token, allowed_hosts=tuple(args.allowed_host),
+                           allowed_origins=tuple(args.allowed_origin))
+    anyio.run(functools.partial(serve, config, context_tokens=args.context_tokens, profile=args.profile, http=http,
+                                watch=not args.no_watch))
 
 
 # --- one-shot commands ----------------------------------------------------------------------
 
 
+async def _show_progress(gateway: Gateway) -> None:
+    """Servers ready / total on stderr while the fleet connects; only on a terminal."""
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task("connecting upstreams", total=len(gateway.fleet.status()))
+        while True:
+            settled = sum(s.state is not UpstreamState.STARTING for s in gateway.fleet.status())
+            progress.update(task, completed=settled)
+            await anyio.sleep(0.1)
+
+
 async def _with_fleet(args: argparse.Namespace, config: Config, work: Any) -> Any:
-    async with run_gateway(config, context_tokens=args.context_tokens) as gateway:
+    async with run_gateway(config, context_tokens=args.context_tokens) as gateway, anyio.create_task_group() as tg:
+        if sys.stderr.isatty():
+            tg.start_soon(_show_progress, gateway)
         await gateway.wait_until_ready(args.wait)
+        tg.cancel_scope.cancel()
         return work(gateway)
 
 
@@ -132,11 +162,31 @@ def _print_catalog(report: dict[str, Any], as_json: bool) -> None:
         print(json.dumps(tool.get("inputSchema", {}), ensure_ascii=False))
 
 
-def _status_rows(gateway: Gateway) -> list[dict[str, Any]]:
-    return [
-        {"server": s.name, "state": s.state.value, "tools": s.tools, "reason": s.reason or ""}
-        for s in gateway.fleet.status()
-    ]
+def _fetch_status(url: str, token: str | None) -> dict[str, Any]:
+    """`GET <url>/status` of a running proxy."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        response = httpx2.get(url.rstrip("/") + "/status", headers=headers, timeout=10)
+        response.raise_for_status()
+        return response.json()
+    except (httpx2.HTTPError, ValueError) as exc:
+        raise SystemExit(f"toolbridge: cannot read {url}/status: {redact(str(exc))}") from None
+
+
+def _print_status(report: dict[str, Any]) -> None:
+    upstreams, profiles = status_rows(report)
+    tables = [(UPSTREAM_COLUMNS, upstreams), (PROFILE_COLUMNS, profiles)]
+    if sys.stdout.isatty():
+        console = Console()
+        for columns, rows in tables:
+            table = Table(*columns)
+            for row in rows:
+                table.add_row(*row)
+            console.print(table)
+    else:
+        print("\n\n".join(plain_table(columns, rows) for columns, rows in tables))
+    for problem in report["config_problems"]:
+        print(f"config problem: {problem}")
 
 
 def _import(args: argparse.Namespace) -> int:
@@ -214,6 +264,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--auth-token", help="require this bearer token (or set TOOLBRIDGE_AUTH_TOKEN)")
     serve.add_argument("--allowed-host", action="append", default=[], help="extra allowed Host header value")
     serve.add_argument("--allowed-origin", action="append", default=[], help="extra allowed Origin")
+    serve.add_argument("--insecure-no-auth", action="store_true", help="allow a non-loopback --host with no token")
+    serve.add_argument("--no-watch", action="store_true",
+                       help="do not apply config edits while serving (SIGHUP still does)")
 
     waiting = argparse.ArgumentParser(add_help=False)
     waiting.add_argument("--wait", type=float, default=30.0, help="seconds to wait for the fleet to connect")
@@ -222,7 +275,10 @@ def _parser() -> argparse.ArgumentParser:
     search = commands.add_parser("search", parents=[common, waiting], help="search the deferred tools")
     search.add_argument("queries", nargs="+")
     search.add_argument("--limit", type=int)
-    commands.add_parser("status", parents=[common, waiting], help="connect the fleet and show each server")
+    status = commands.add_parser("status", parents=[common, waiting],
+                                 help="show a running proxy's state (--url), else connect a fresh fleet once")
+    status.add_argument("--url", help="base URL of a running `serve --transport http`, e.g. http://127.0.0.1:8765")
+    status.add_argument("--auth-token", help="its bearer token (or set TOOLBRIDGE_AUTH_TOKEN)")
     commands.add_parser("check", parents=[common], help="validate the config; non-zero exit on problems")
     importer = commands.add_parser("import", parents=[common], help="convert a client's mcpServers config")
     importer.add_argument("file", type=Path)
@@ -237,6 +293,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     _setup_logging(args.log_level)
     if args.command == "import":
         return _import(args)
+    if args.command == "status" and args.url:
+        _print_status(_fetch_status(args.url, _auth_token(args)))
+        return 0
     config = _load(args)
     if args.command == "check":
         return _check(config)
@@ -256,9 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = anyio.run(_with_fleet, args, config, run_search)
         print(json.dumps(result, indent=2, ensure_ascii=False))
     elif args.command == "status":
-        rows = anyio.run(_with_fleet, args, config, _status_rows)
-        for row in rows:
-            print(f"{row['server']:<24} {row['state']:<10} {row['tools']:>5} tools  {row['reason']}")
+        _print_status(anyio.run(_with_fleet, args, config, lambda g: g.status()))
     return 0
 
 

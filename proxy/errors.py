@@ -73,7 +73,12 @@ class ConfigError(ToolbridgeError):
 
 
 class UpstreamError(ToolbridgeError):
-    """An upstream server failed; the message names the server, never a credential."""
+    """An upstream server failed; the message names the server, never a credential.
+
+    `code` is the JSON-RPC error code the upstream answered with, when it answered with one.
+    """
+
+    code: int | None = None
 
     def __init__(self, server: str, reason: str) -> None:
         self.server = server
@@ -236,7 +241,9 @@ def _translate_code(server: str, exc: MCPError, responses: Sequence[HttpResponse
     if exc.code == types.CONNECTION_CLOSED and what:
         return UpstreamUnavailable(server, f"connection lost during {what[:-2]}; the outcome of the call is uncertain")
     kind, meaning = _CODES.get(exc.code, (UpstreamError, "error"))
-    return kind(server, f"{what}{meaning} (code {exc.code}: {exc.message})")
+    error = kind(server, f"{what}{meaning} (code {exc.code}: {exc.message})")
+    error.code = exc.code
+    return error
 
 
 # --- redaction -----------------------------------------------------------------------------------

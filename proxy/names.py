@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 MAX_LENGTH = 64
 SEPARATOR = "__"
@@ -69,3 +70,39 @@ def qualify_names(server: str, raw_names: Iterable[str]) -> dict[str, str]:
         taken.add(name)
         qualified[raw] = name
     return {raw: qualified[raw] for raw in unique}
+
+
+_VALID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+@dataclass(frozen=True)
+class NameSource:
+    """One server's raw names and whether it keeps them (`prefix: false`)."""
+
+    raw_names: frozenset[str]
+    prefix: bool = True
+
+
+def assign_names(
+    sources: Mapping[str, NameSource], reserved: Iterable[str] = ()
+) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """Every server's raw name → exposed name, and a warning per raw name that had to stay qualified.
+
+    Prefixed servers get `qualify_names`. A `prefix: false` server keeps a raw name when it is a
+    valid client name, not `reserved`, not another server's qualified name, and not kept by a server
+    earlier in name order; otherwise that name stays qualified. The answer depends only on the
+    sources, never on the order servers registered in.
+    """
+    names = {server: qualify_names(server, source.raw_names) for server, source in sources.items()}
+    qualified_by = {name: s for s, mapping in names.items() for name in mapping.values()}
+    taken = set(reserved)
+    warnings: list[str] = []
+    for server in sorted(s for s, source in sources.items() if not source.prefix):
+        for raw in sorted(sources[server].raw_names):
+            if _VALID.fullmatch(raw) and raw not in taken and qualified_by.get(raw, server) == server:
+                names[server][raw] = raw
+                taken.add(raw)
+            else:
+                warnings.append(f"server {server}: name {raw!r} is taken, reserved or invalid; "
+                                f"kept as {names[server][raw]}")
+    return names, warnings

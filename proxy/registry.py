@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 from mcp import types
 
-from proxy.names import BRIDGE_NAMES, qualify_names, server_toolset
+from proxy.names import BRIDGE_NAMES, NameSource, assign_names, server_toolset
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +64,8 @@ class Registry:
         self._tools: dict[str, ToolEntry] = {}
         self._by_server: dict[str, dict[str, ToolEntry]] = {}
         self._listeners: list[Listener] = []
+        self._sources: dict[str, tuple[NameSource, dict[str, types.Tool]]] = {}
+        self._warned: set[str] = set()
         self._changed = anyio.Event()
         self.generation = 0
 
@@ -98,14 +100,40 @@ class Registry:
         """
         self._listeners.append(listener)
 
-    def set_server_tools(self, server: str, tools: Iterable[types.Tool]) -> ServerChange:
+    def set_server_tools(self, server: str, tools: Iterable[types.Tool], *, prefix: bool = True) -> ServerChange:
         """Make `tools` the server's whole tool set: add new, replace changed, drop vanished.
 
         Bumps the generation once if anything changed. Names owned by another server, and the
-        reserved bridge names, are refused and logged, never raised.
+        reserved bridge names, are refused and logged, never raised. With `prefix=False` the tools
+        keep their raw names where `names.assign_names` allows; a server whose raw names that
+        decision moves (one earlier in name order arrived or left) is re-registered too.
         """
         by_raw = {tool.name: tool for tool in tools}
-        qualified = qualify_names(server, by_raw)
+        if by_raw:
+            self._sources[server] = (NameSource(frozenset(by_raw), prefix), by_raw)
+        else:
+            self._sources.pop(server, None)
+        assigned = self._assign()
+        self._follow(assigned, server)  # a server losing a raw name to this one lets go first
+        change = self._apply(server, by_raw, assigned.get(server, {}))
+        self._follow(assigned, server)  # and one gaining a name this one let go takes it now
+        return change
+
+    def _follow(self, assigned: dict[str, dict[str, str]], server: str) -> None:
+        for other, (source, tools) in list(self._sources.items()):
+            current = {e.raw_name: e.name for e in self._by_server.get(other, {}).values()}
+            if other != server and not source.prefix and assigned[other] != current:
+                self._apply(other, tools, assigned[other])
+
+    def _assign(self) -> dict[str, dict[str, str]]:
+        assigned, warnings = assign_names({s: source for s, (source, _) in self._sources.items()}, BRIDGE_NAMES)
+        for warning in warnings:
+            if warning not in self._warned:
+                self._warned.add(warning)
+                logger.warning("%s", warning)
+        return assigned
+
+    def _apply(self, server: str, by_raw: dict[str, types.Tool], qualified: dict[str, str]) -> ServerChange:
         old = self._by_server.get(server, {})
         new: dict[str, ToolEntry] = {}
         refused: list[str] = []

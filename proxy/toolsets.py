@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from proxy.config import ProfileConfig, ToolsetConfig
-from proxy.names import server_toolset
+from proxy.names import TOOLSET_PREFIX, server_toolset
 
 EVERYTHING = frozenset({"all", "*"})
 _GLOB_CHARS = frozenset("*?[")
@@ -52,6 +52,13 @@ class Toolsets:
         One visited set is shared by the whole walk, so cycles and diamonds resolve once.
         Unknown toolset names contribute nothing.
         """
+        return self._walk(names)[1]
+
+    def visit(self, names: Iterable[str]) -> frozenset[str]:
+        """Every toolset these names reach (canonical names), following `includes`."""
+        return self._walk(names)[0]
+
+    def _walk(self, names: Iterable[str]) -> tuple[frozenset[str], frozenset[str]]:
         visited: set[str] = set()
         tools: set[str] = set()
         every = self.all_tools
@@ -71,7 +78,7 @@ class Toolsets:
                 toolset = self.named[name]
                 tools.update(match_names(toolset.tools, every))
                 pending.extend(toolset.includes)
-        return frozenset(tools)
+        return frozenset(visited), frozenset(tools)
 
 
 def session_scope(profile: ProfileConfig, toolsets: Toolsets) -> frozenset[str]:
@@ -83,3 +90,15 @@ def split_core(scope: frozenset[str], core_patterns: Iterable[str]) -> tuple[fro
     """(core, deferred): core tools are called directly, everything else in scope is deferred."""
     core = match_names(core_patterns, scope)
     return core, scope - core
+
+
+def session_servers(profile: ProfileConfig, toolsets: Toolsets, tool_servers: Iterable[str]) -> frozenset[str]:
+    """The servers in a session's scope: its `mcp-<server>` toolset is, or any of its tools is.
+
+    `tool_servers` are the servers of the session's tools; the toolset side is enabled minus
+    disabled, as for tools.
+    """
+    reached = toolsets.visit(profile.toolsets) - toolsets.visit(profile.disabled)
+    named = {name.removeprefix(TOOLSET_PREFIX) for name in reached
+             if name in toolsets.dynamic and name.startswith(TOOLSET_PREFIX)}
+    return frozenset(named).union(tool_servers)

@@ -18,11 +18,13 @@ from pathlib import Path
 
 from mcp import types
 
+from proxy.catalogs import Catalogs, CatalogView
 from proxy.config import ProfileConfig, ToolsetsConfig
+from proxy.names import server_toolset
 from proxy.registry import Registry, ToolEntry
 from proxy.search import SearchIndex, SemanticIndex, doc_from_tool, semantic
 from proxy.surface import Surface, build_surface
-from proxy.toolsets import Toolsets, session_scope, split_core
+from proxy.toolsets import Toolsets, session_scope, session_servers, split_core
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +40,11 @@ class SessionView:
     deferred: frozenset[str]
     surface: Surface
     fingerprint: str
+    catalog: CatalogView  # resources, templates and prompts of the servers in scope (and up)
+
+    @property
+    def servers(self) -> tuple[str, ...]:
+        return self.catalog.servers
 
     @property
     def scope(self) -> frozenset[str]:
@@ -71,8 +78,10 @@ class Views:
         *,
         default_context_tokens: int | None = None,
         cache_dir: Path | None = None,
+        catalogs: Catalogs | None = None,
     ) -> None:
         self.registry = registry
+        self.catalogs = catalogs or Catalogs(registry)
         self.toolsets = toolsets
         self.is_available = is_available
         self.default_context_tokens = default_context_tokens
@@ -88,6 +97,14 @@ class Views:
         self.index.set_server(server, docs)
         if self.semantic is not None:
             self.semantic.set_server(server, docs)
+
+    def update_toolsets(self, toolsets: ToolsetsConfig) -> None:
+        """Adopt an edited `toolsets.yaml` (hot reload): every view is rebuilt, no upstream is touched."""
+        if toolsets == self.toolsets:
+            return
+        self.toolsets = toolsets
+        self._views.clear()
+        self.registry.bump()
 
     # --- profiles ----------------------------------------------------------------------------
 
@@ -108,7 +125,8 @@ class Views:
     # --- views -------------------------------------------------------------------------------
 
     def unavailable_servers(self) -> frozenset[str]:
-        return frozenset(s for s in self.registry.servers if not self.is_available(s))
+        known = {*self.registry.servers, *self.catalogs.servers}
+        return frozenset(s for s in known if not self.is_available(s))
 
     def for_profile(self, profile: str) -> SessionView:
         """The session view for a profile, computed once per catalog state."""
@@ -123,9 +141,11 @@ class Views:
 
     def _build_view(self, profile_name: str, unavailable: frozenset[str]) -> SessionView:
         profile = self._profile(profile_name)
-        toolsets = Toolsets(self.toolsets.toolsets, self.registry.toolsets())
+        dynamic = {server_toolset(s): frozenset[str]() for s in self.catalogs.servers}
+        toolsets = Toolsets(self.toolsets.toolsets, {**dynamic, **self.registry.toolsets()})
         allowed = session_scope(profile, toolsets)
         tools = self.registry.tools
+        servers = session_servers(profile, toolsets, (tools[n].server for n in allowed)) - unavailable
         scope = frozenset(n for n in allowed if tools[n].server not in unavailable)
         core, deferred = split_core(scope, self.toolsets.core)
         by_server: dict[str, list[types.Tool]] = {}
@@ -136,5 +156,6 @@ class Views:
             [tools[n].tool for n in core], by_server, self.toolsets.tool_search, context
         )
         return SessionView(
-            profile_name, context, allowed, core, deferred, surface, _fingerprint(surface.tools)
+            profile_name, context, allowed, core, deferred, surface, _fingerprint(surface.tools),
+            self.catalogs.view(servers),
         )

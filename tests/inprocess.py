@@ -3,20 +3,23 @@ views and downstream server. Only the fleet's supervision is left out (tested on
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from mcp import Client, types
 from mcp.server.lowlevel import Server
 
+from proxy.catalogs import Catalogs
 from proxy.config import ToolsetsConfig
 from proxy.downstream import ChangeNotifier, Handlers, build_server
 from proxy.registry import Registry
-from proxy.upstream import ProgressCallback
+from proxy.upstream import BackChannel, InFlight, ProgressCallback, client_callbacks
 from proxy.views import Views
+
+T = TypeVar("T")
 
 
 def tool(name: str, description: str = "", properties: dict[str, Any] | None = None,
@@ -50,12 +53,33 @@ class Upstream:
 class ClientCaller:
     """Routes calls to in-memory upstream clients, as the fleet does to live connections."""
 
-    def __init__(self, clients: dict[str, Client]) -> None:
-        self.clients = clients
+    def __init__(self) -> None:
+        self.clients: dict[str, Client] = {}
+        self.in_flight: dict[str, InFlight] = {}
+
+    def client(self, server: Server[Any], name: str, mode: str) -> Client:
+        """An upstream client whose server→client requests find their caller, as the fleet's do."""
+        self.in_flight[name] = InFlight()
+        return Client(server, mode=mode, log_level="debug",
+                      **client_callbacks(name, self.in_flight[name], _unclaimed))
 
     async def call_tool(self, server: str, raw_name: str, arguments: dict[str, Any],
-                        progress_callback: ProgressCallback | None = None) -> types.CallToolResult:
-        return await self.clients[server].call_tool(raw_name, arguments, progress_callback=progress_callback)
+                        progress_callback: ProgressCallback | None = None,
+                        channel: BackChannel | None = None) -> types.CallToolResult:
+        async with self.in_flight[server].call(channel):
+            return await self.clients[server].call_tool(raw_name, arguments, progress_callback=progress_callback)
+
+    async def request(self, server: str, what: str, operation: Callable[[Client], Awaitable[T]],
+                      channel: BackChannel | None = None) -> T:
+        async with self.in_flight[server].call(channel):
+            return await operation(self.clients[server])
+
+    def logs(self, server: str) -> bool:
+        return self.clients[server].server_capabilities.logging is not None
+
+
+async def _unclaimed(server: str, notification: types.ServerNotification) -> None:
+    await anyio.lowlevel.checkpoint()
 
 
 @dataclass
@@ -78,20 +102,38 @@ async def gateway(
     *,
     available: Callable[[str], bool] = lambda server: True,
     profile: str | None = None,
+    servers: dict[str, Server[Any]] | None = None,
+    mode: str = "legacy",
 ) -> AsyncIterator[Harness]:
+    """The gateway over `upstreams` (tools only) and `servers` (any SDK servers, tools, resources
+    and prompts alike, connected in `mode`)."""
     registry = Registry()
+    catalogs = Catalogs(registry)
+    caller = ClientCaller()
+    every = {**{u.name: u.server() for u in upstreams}, **(servers or {})}
     async with AsyncExitStack() as stack:
-        clients = {}
-        for upstream in upstreams:
-            clients[upstream.name] = await stack.enter_async_context(Client(upstream.server(), mode="legacy"))
-            registry.set_server_tools(upstream.name, (await clients[upstream.name].list_tools()).tools)
-        views = Views(registry, toolsets or ToolsetsConfig(), available)
+        for name, server in every.items():
+            client = await stack.enter_async_context(caller.client(server, name, "legacy" if name not in (
+                servers or {}) else mode))
+            caller.clients[name] = client
+            registry.set_server_tools(name, (await client.list_tools()).tools)
+            if name in (servers or {}):
+                await _register_catalog(catalogs, name, client)
+        views = Views(registry, toolsets or ToolsetsConfig(), available, catalogs=catalogs)
         ready = anyio.Event()
         ready.set()
         notifier = ChangeNotifier(views)
-        handlers = Handlers(views, ClientCaller(clients), notifier, fleet_ready=ready, startup_wait=0,
-                            profile=profile)
+        handlers = Handlers(views, caller, notifier, fleet_ready=ready, startup_wait=0, profile=profile)
         async with anyio.create_task_group() as tg:
             await tg.start(notifier.run)
+            await tg.start(handlers.run)
             yield Harness(registry, views, notifier, build_server(handlers), {u.name: u for u in upstreams})
             tg.cancel_scope.cancel()
+
+
+async def _register_catalog(catalogs: Catalogs, name: str, client: Client) -> None:
+    capabilities = client.server_capabilities
+    resources = (await client.list_resources()).resources if capabilities.resources else []
+    templates = (await client.list_resource_templates()).resource_templates if capabilities.resources else []
+    prompts = (await client.list_prompts()).prompts if capabilities.prompts else []
+    catalogs.set_server_catalog(name, resources, templates, prompts)

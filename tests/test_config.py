@@ -707,3 +707,24 @@ def test_malformed_toolsets_yaml_is_reported_and_upstreams_still_load(
 def test_toolsets_config_is_frozen() -> None:
     with pytest.raises(ValidationError):
         ToolsetsConfig().core = ("x",)  # type: ignore[misc]
+
+
+# --- hot reload: the last good settings of a file that broke ---------------------------------
+
+
+def test_a_broken_file_keeps_its_last_good_settings_and_a_deleted_one_is_gone(tmp_path: Path) -> None:
+    from proxy.config import keep_last_good
+
+    (tmp_path / "upstreams").mkdir()
+    for name in ("kept", "broken", "deleted"):
+        (tmp_path / "upstreams" / f"{name}.yaml").write_text(f"command: {name}-server\n")
+    (tmp_path / "toolsets.yaml").write_text("core: [kept__a]\n")
+    previous = load_config(tmp_path, environ={})
+    (tmp_path / "upstreams" / "broken.yaml").write_text("command: [oops\n")
+    (tmp_path / "upstreams" / "deleted.yaml").unlink()
+    (tmp_path / "toolsets.yaml").write_text("core: {not: a list}\n")
+    merged = keep_last_good(previous, load_config(tmp_path, environ={}))
+    assert sorted(merged.upstreams) == ["broken", "kept"]
+    assert merged.upstreams["broken"].command == "broken-server"
+    assert merged.toolsets.core == ("kept__a",)
+    assert {Path(p.path).name for p in merged.problems} == {"broken.yaml", "toolsets.yaml"}

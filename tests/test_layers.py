@@ -21,10 +21,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "names", "text"),
     ("config",),
     ("upstream",),
-    ("registry", "toolsets"),
+    ("registry", "toolsets", "catalogs"),
     ("listing", "search", "surface"),
     ("views",),
     ("downstream",),
+    ("ops",),
     ("app",),
     ("cli", "__main__"),
 )

@@ -127,7 +127,8 @@ def test_reserved_bridge_names_are_refused_and_logged(
 ) -> None:
     # Qualified names always hold `__`, so only a qualifier bug could produce a bridge name;
     # the registry must refuse it anyway.
-    monkeypatch.setattr(proxy.registry, "qualify_names", lambda server, raws: {r: r for r in raws})
+    monkeypatch.setattr(proxy.registry, "assign_names",
+                        lambda sources, reserved: ({s: {r: r for r in v.raw_names} for s, v in sources.items()}, []))
     registry = Registry()
     with caplog.at_level(logging.WARNING, logger="proxy.registry"):
         change = registry.set_server_tools("evil", tools(reserved, "fine"))
@@ -332,3 +333,38 @@ def test_a_failing_listener_is_logged_and_does_not_stop_the_others(caplog: pytes
     assert seen == ["s"]
     assert registry.generation == 1
     assert "boom" in caplog.text
+
+
+# --- raw names (`prefix: false`) --------------------------------------------------------------
+
+
+def test_a_raw_server_keeps_its_tool_names() -> None:
+    registry = Registry()
+    registry.set_server_tools("fixture", tools("test_simple_text", "echo"), prefix=False)
+    assert sorted(registry.tools) == ["echo", "test_simple_text"]
+    assert registry.get("echo").raw_name == "echo"
+
+
+def test_a_raw_name_clash_leaves_the_later_server_qualified_whatever_the_arrival_order(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    first, second = Registry(), Registry()
+    with caplog.at_level(logging.WARNING, logger="proxy.registry"):
+        first.set_server_tools("alpha", tools("echo"), prefix=False)
+        first.set_server_tools("beta", tools("echo", "other"), prefix=False)
+        second.set_server_tools("beta", tools("echo", "other"), prefix=False)
+        second.set_server_tools("alpha", tools("echo"), prefix=False)
+    for registry in (first, second):
+        assert {n: (e.server, e.raw_name) for n, e in registry.tools.items()} == {
+            "echo": ("alpha", "echo"), "beta__echo": ("beta", "echo"), "other": ("beta", "other")}
+    assert "server beta: name 'echo' is taken" in caplog.text
+    first.remove_server("alpha")
+    assert sorted(first.tools) == ["echo", "other"] and first.get("echo").server == "beta"
+
+
+@pytest.mark.parametrize("raw", ["tool_call", "alpha__x", "has space"])
+def test_a_raw_name_that_is_reserved_another_servers_qualified_name_or_invalid_stays_qualified(raw: str) -> None:
+    registry = Registry()
+    registry.set_server_tools("alpha", tools("x"))
+    registry.set_server_tools("raw", tools(raw), prefix=False)
+    assert [n for n, e in registry.tools.items() if e.server == "raw"] == [f"raw__{raw.replace(' ', '_')}"]

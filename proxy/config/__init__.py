@@ -4,11 +4,20 @@ Nothing here does network or process I/O; loading reads files and returns proble
 """
 
 from proxy.config._importer import convert_client_config
-from proxy.config._loading import interpolate, load_config, load_toolsets, load_upstream, parse_tool_search
+from proxy.config._loading import (
+    interpolate,
+    keep_last_good,
+    load_config,
+    load_toolsets,
+    load_upstream,
+    parse_tool_search,
+)
 from proxy.config._models import (
     DEFAULT_REDIRECT_PORT,
     SERVER_NAME,
+    AuditConfig,
     Config,
+    MetricsConfig,
     OAuthSettings,
     ProfileConfig,
     ResourceAuth,
@@ -22,7 +31,9 @@ from proxy.config._models import (
 __all__ = [
     "DEFAULT_REDIRECT_PORT",
     "SERVER_NAME",
+    "AuditConfig",
     "Config",
+    "MetricsConfig",
     "OAuthSettings",
     "ProfileConfig",
     "ResourceAuth",
@@ -33,6 +44,7 @@ __all__ = [
     "UpstreamConfig",
     "convert_client_config",
     "interpolate",
+    "keep_last_good",
     "load_config",
     "load_toolsets",
     "load_upstream",

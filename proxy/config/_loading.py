@@ -224,3 +224,24 @@ def load_config(directory: str | os.PathLike[str], environ: Mapping[str, str] | 
             continue
         config.upstreams[upstream.name] = upstream
     return config
+
+
+def keep_last_good(previous: Config, fresh: Config) -> Config:
+    """`fresh`, except that a file that broke keeps the settings it had in `previous` (hot reload).
+
+    A deleted file is gone; a file that fails to load is an edit in progress or a mistake, and the
+    server it describes keeps running as it was. Its problem is still reported.
+    """
+    broken = {Path(problem.path) for problem in fresh.problems}
+    upstreams = dict(fresh.upstreams)
+    for name, upstream in previous.upstreams.items():
+        if name not in upstreams and any(path.stem == name and path.parent.name == "upstreams" for path in broken):
+            upstreams[name] = upstream
+    toolsets_broken = fresh.directory / "toolsets.yaml" in broken
+    return Config(
+        directory=fresh.directory,
+        upstreams=dict(sorted(upstreams.items())),
+        toolsets=previous.toolsets if toolsets_broken else fresh.toolsets,
+        problems=fresh.problems,
+        warnings=fresh.warnings,
+    )

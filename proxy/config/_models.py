@@ -77,6 +77,10 @@ class UpstreamConfig(_Frozen):
                 raise ValueError(f"unknown auth {value!r}; the only kind is 'oauth' (static keys go in 'headers')")
             return {"type": "oauth"}
         return value
+    # The protocol era to speak upstream: `auto` probes 2026-07-28 and falls back to the handshake.
+    protocol: Literal["auto", "legacy", "2026"] = "auto"
+    # False: the server's tools and prompts keep their own names (collisions stay qualified).
+    prefix: bool = True
 
     @field_validator("args", mode="before")
     @classmethod
@@ -118,6 +122,11 @@ class UpstreamConfig(_Frozen):
     def is_stdio(self) -> bool:
         return self.command is not None
 
+    @property
+    def client_mode(self) -> str:
+        """The SDK `Client(mode=...)` for `protocol`."""
+        return {"auto": "auto", "legacy": "legacy", "2026": "2026-07-28"}[self.protocol]
+
 
 class ToolsetConfig(_Frozen):
     description: str = ""
@@ -144,7 +153,7 @@ class ToolSearchSettings(_Frozen):
     listing_max_tokens: int = 4000
     search_default_limit: int = 5
     max_search_limit: int = 25
-    # Hybrid ranking with local sentence embeddings; needs the optional `semantic` extra (proxy/semantic.py).
+    # Hybrid ranking with local sentence embeddings; needs the optional `semantic` extra.
     semantic: Literal["on", "off"] = "off"
 
 
@@ -179,6 +188,19 @@ class ResourceAuth(_Frozen):
     @property
     def resource_url(self) -> str:
         return self.resource or self.audience
+class MetricsConfig(_Frozen):
+    """`metrics:` — the first `top_tools` tools called get their own series; the rest count as `other`."""
+
+    top_tools: int = Field(default=50, ge=0, le=10_000)
+
+
+class AuditConfig(_Frozen):
+    """`audit:` — one JSON line per tool call, rotated; arguments only as a hash unless `arguments: full`."""
+
+    path: str = "logs/audit.jsonl"
+    arguments: Literal["hash", "full", "none"] = "hash"
+    max_bytes: int = Field(default=10 * 1024 * 1024, gt=0)
+    backups: int = Field(default=5, ge=0)
 
 
 class ToolsetsConfig(_Frozen):
@@ -190,6 +212,8 @@ class ToolsetsConfig(_Frozen):
     startup_wait: float = Field(default=3.0, ge=0)
     tool_search: ToolSearchSettings = ToolSearchSettings()
     auth: ResourceAuth | None = None
+    metrics: MetricsConfig = MetricsConfig()
+    audit: AuditConfig | None = None
 
     @field_validator("toolsets", "profiles", mode="before")
     @classmethod

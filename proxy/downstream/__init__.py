@@ -7,16 +7,23 @@ endpoint an OAuth protected resource whose tokens' claims choose the profile.
 
 from proxy.downstream import _bridge as bridge
 from proxy.downstream._arguments import check_arguments, coerce_arguments, validate_arguments
-from proxy.downstream._http import HttpApp, check_bearer, serve_http, transport_security
+from proxy.downstream._http import LOOPBACK_HOSTS, HttpApp, check_bearer, serve_http, transport_security
+from proxy.downstream._notifier import ChangeNotifier
+from proxy.downstream._observe import BRIDGE_SERVER, CallObserver, CallRecord
+from proxy.downstream._protocol import Upstreams
 from proxy.downstream._resource import ProtectedResource
-from proxy.downstream._server import ChangeNotifier, Handlers, ToolCaller, build_server, session_key
+from proxy.downstream._server import Handlers, build_server, session_key
 
 __all__ = [
+    "BRIDGE_SERVER",
+    "LOOPBACK_HOSTS",
+    "CallObserver",
+    "CallRecord",
     "ChangeNotifier",
     "Handlers",
     "HttpApp",
     "ProtectedResource",
-    "ToolCaller",
+    "Upstreams",
     "bridge",
     "build_server",
     "check_arguments",

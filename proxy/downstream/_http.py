@@ -1,9 +1,9 @@
-"""Streamable HTTP transport: `/mcp`, `/mcp/<profile>` and `/healthz`.
+"""Streamable HTTP transport: `/mcp`, `/mcp/<profile>`, `/healthz`, and the operator's `/status`, `/metrics`.
 
 Every request passes the SDK's Host/Origin check (DNS-rebinding protection, configured here and
 applied first, so even `/healthz` answers only to allowed hosts) and then either the static
-bearer check (when a token is set) or, with `auth:` in `toolsets.yaml`, the OAuth protected
-resource (`_resource.py`), before it reaches the SDK's session manager.
+bearer check (all but `/healthz`, when a token is set) or, with `auth:` in `toolsets.yaml`, the
+OAuth protected resource (`_resource.py`), before it reaches the SDK's session manager.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from proxy.downstream._server import PROFILE_SCOPE_KEY
 logger = logging.getLogger(__name__)
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def transport_security(
@@ -69,13 +70,17 @@ class HttpApp:
         has_profile: Callable[[str], bool],
         health: Callable[[], dict[str, Any]],
         resource: ProtectedResource | None = None,
+        status: Callable[[], dict[str, Any]] | None = None,
+        metrics: Callable[[], bytes] | None = None,
     ) -> None:
         self.guard = TransportSecurityMiddleware(security)
         self.auth_token = auth_token
         self.resource = resource
-        self.mcp = resource.protect(self._mcp) if resource is not None else self._mcp
+        self.protected = resource.protect(self._behind_auth) if resource is not None else self._behind_auth
         self.has_profile = has_profile
         self.health = health
+        self.status = status
+        self.metrics = metrics
         self.sessions = StreamableHTTPSessionManager(server, security_settings=security)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -99,15 +104,25 @@ class HttpApp:
             response = Response("Unauthorized", status_code=401, headers={"WWW-Authenticate": "Bearer"})
             await response(scope, receive, send)
             return
-        await self.mcp(scope, receive, send)
+        await self.protected(scope, receive, send)
 
-    async def _mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """The path's profile, unless a token's claim allows others: then one of those (the first by default)."""
-        profile = self._profile_from_path(scope["path"].rstrip("/") or "/")
+    async def _behind_auth(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """`/status`, `/metrics`, and MCP in the path's profile, unless a token's claim allows
+        others: then one of those (the first by default)."""
+        path = scope["path"].rstrip("/") or "/"
+        if path == "/status" and self.status is not None:
+            await JSONResponse(self.status())(scope, receive, send)
+            return
+        if path == "/metrics" and self.metrics is not None:
+            await Response(self.metrics(), media_type=PROMETHEUS_TEXT)(scope, receive, send)
+            return
+        profile = self._profile_from_path(path)
         if profile is None:
             await Response("Not Found", status_code=404)(scope, receive, send)
             return
         allowed = scope.get(ALLOWED_PROFILES_SCOPE_KEY)
+        if allowed is not None:
+            allowed = tuple(p for p in allowed if self.has_profile(p))  # a reload may have removed one
         if allowed is not None and (not allowed or (profile and profile not in allowed)):
             await Response("Forbidden: no such profile for this identity", status_code=403)(scope, receive, send)
             return

@@ -1,67 +1,64 @@
 """The downstream MCP server: one lowlevel SDK `Server` in front of the whole fleet.
 
-`tools/list` is computed per session from its profile. Sessions are told
-`notifications/tools/list_changed` when, and only when, the list they would get now differs from
-the last one they got: handshake-era clients on their connection, 2026-era clients on their
-`subscriptions/listen` stream.
+`tools/list` is computed per session from its profile; resources, prompts, completion and logging
+come from the servers in its scope (`_resources`, `_prompts`, `_logging`). A tool call carries a
+back channel to its caller: requests on its own stream for a handshake-era session, input-required
+rounds for a 2026-era one (`_channels`, `_roundtrips`). List changes are announced by
+`_notifier.ChangeNotifier`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping
+import time
+import warnings
+from collections.abc import AsyncIterator, Hashable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
-from mcp import types
-from mcp.server.context import ServerRequestContext
+import anyio.abc
+from mcp import MCPDeprecationWarning, types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from proxy import __version__
 from proxy.downstream import _bridge as bridge
-from proxy.errors import InvalidArguments, ToolbridgeError, UnknownTool, redact
+from proxy.downstream._channels import RequestContext, SessionChannel
+from proxy.downstream._logging import SessionLogs
+from proxy.downstream._notifier import ChangeNotifier, Kind
+from proxy.downstream._observe import BRIDGE_SERVER, CallObserver, CallRecord, ConnectionId, session_label
+from proxy.downstream._prompts import Prompts
+from proxy.downstream._protocol import Upstreams
+from proxy.downstream._resources import Resources
+from proxy.downstream._roundtrips import RoundTripChannel, RoundTrips
+from proxy.errors import InvalidArguments, ToolbridgeError, UnknownTool, UpstreamError, redact
 from proxy.registry import ToolEntry
-from proxy.upstream import ProgressCallback
+from proxy.upstream import BackChannel
 from proxy.views import SessionView, Views
 
 logger = logging.getLogger(__name__)
 
 PROFILE_SCOPE_KEY = "toolbridge.profile"
-_COALESCE_SECONDS = 0.05
-_MAX_TRACKED_SESSIONS = 4096
-_NOTIFY_TIMEOUT = 5.0
-
-RequestContext = ServerRequestContext[Any, Any]
-
-
-class ToolCaller(Protocol):
-    """What the server needs from the fleet to call an upstream tool."""
-
-    async def call_tool(
-        self,
-        server: str,
-        raw_name: str,
-        arguments: dict[str, Any],
-        progress_callback: ProgressCallback | None = None,
-    ) -> types.CallToolResult: ...
-
-
-class _Connection:
-    """Identity of one stdio or in-memory connection: `Server.run()` enters the lifespan once per
-    connection on those transports, so the object it yields is the connection's own."""
+_LIST_CHANGED: dict[Kind, type[types.ServerNotification]] = {
+    "tools": types.ToolListChangedNotification,
+    "prompts": types.PromptListChangedNotification,
+    "resources": types.ResourceListChangedNotification,
+}
 
 
 def session_key(ctx: RequestContext) -> Hashable | None:
-    """A public handle on the session: its `Mcp-Session-Id` over HTTP, its connection otherwise."""
+    """A public handle on the session: its `Mcp-Session-Id` over HTTP, its connection otherwise
+    (`Server.run()` enters the lifespan once per stdio or in-memory connection: it yields a `ConnectionId`)."""
     if ctx.request is not None:
         return ctx.request.headers.get("mcp-session-id")
     return ctx.lifespan_context
+
+
+def _legacy(ctx: RequestContext) -> bool:
+    return ctx.session.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS
 
 
 def _client_name(ctx: RequestContext) -> str | None:
@@ -74,92 +71,48 @@ def _text_result(payload: Any, *, is_error: bool = False) -> types.CallToolResul
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
 
 
-@dataclass
-class _Subscriber:
-    """A session and the fingerprint of the last list it was given or told of."""
-
-    profile: str
-    fingerprint: str
-    notify: Callable[[], Awaitable[None]]
-
-
-class ChangeNotifier:
-    """Tells each session when its `tools/list` has changed: once per change, never when it has not.
-
-    Handshake-era sessions are told on their connection, 2026-era sessions on their listen stream;
-    both are subscribers here, so one pass after each (coalesced) registry change covers everyone.
-    """
-
-    def __init__(self, views: Views) -> None:
-        self.views = views
-        self.announced = views.registry.generation
-        self._subscribers: OrderedDict[Hashable, _Subscriber] = OrderedDict()
-        self._pass_done = anyio.Event()
-
-    def remember(self, key: Hashable, view: SessionView, notify: Callable[[], Awaitable[None]]) -> None:
-        self._subscribers[key] = _Subscriber(view.profile, view.fingerprint, notify)
-        self._subscribers.move_to_end(key)
-        while len(self._subscribers) > _MAX_TRACKED_SESSIONS:
-            self._subscribers.popitem(last=False)
-
-    def forget(self, key: Hashable) -> None:
-        self._subscribers.pop(key, None)
-
-    async def wait_announced(self, generation: int) -> None:
-        """Return once every change up to `generation` has been announced to whom it concerns."""
-        while self.announced < generation:
-            await self._pass_done.wait()
-
-    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Notify the sessions whose list changed, after every change, until cancelled."""
-        registry = self.views.registry
-        task_status.started()
-        while True:
-            await registry.wait_for_change(self.announced)
-            await anyio.sleep(_COALESCE_SECONDS)  # a burst of changes becomes one announcement
-            generation = registry.generation
-            for key, subscriber in list(self._subscribers.items()):
-                fingerprint = self.views.for_profile(subscriber.profile).fingerprint
-                if fingerprint != subscriber.fingerprint:
-                    subscriber.fingerprint = fingerprint
-                    if not await self._notify(subscriber):
-                        self.forget(key)
-            self.announced = generation
-            self._pass_done.set()
-            self._pass_done = anyio.Event()
-
-    @staticmethod
-    async def _notify(subscriber: _Subscriber) -> bool:
-        """Send one list_changed; a connection that fails or stalls is forgotten, never waited on."""
-        with anyio.move_on_after(_NOTIFY_TIMEOUT):
-            try:
-                await subscriber.notify()
-            except Exception as exc:  # a dead connection must not stop the others' notifications
-                logger.debug("dropping a session whose connection failed: %s", exc)
-                return False
-            return True
-        return False
-
-
 class Handlers:
     """How each downstream request is answered, from the session's view of the catalog."""
 
     def __init__(
         self,
         views: Views,
-        caller: ToolCaller,
+        upstreams: Upstreams,
         notifier: ChangeNotifier,
         *,
         fleet_ready: anyio.Event,
         startup_wait: float,
         profile: str | None = None,
+        on_call: CallObserver | None = None,
     ) -> None:
+        self.on_call = on_call
         self.views = views
-        self.caller = caller
+        self.upstreams = upstreams
         self.notifier = notifier
         self.fleet_ready = fleet_ready
         self.startup_wait = startup_wait
         self.fixed_profile = profile
+        self.round_trips = RoundTrips()
+        self.logs = SessionLogs(views, upstreams)
+        self.resources = Resources(upstreams, self._view, self._request_channel, session_key)
+        self.prompts = Prompts(upstreams, self._view, self._request_channel)
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Host what outlives one request (2026-era calls awaiting the client's input) until cancelled."""
+        await self.round_trips.run(task_status=task_status)
+
+    def forget(self, key: Hashable) -> None:
+        """A connection ended: drop what was kept for it."""
+        self.notifier.forget(key)
+        self.resources.subscriptions.forget(key)
+        self.logs.forget(key)
+
+    async def on_notice(self, server: str, notification: types.ServerNotification) -> None:
+        """An upstream notification that no call claimed: resource updates and unrelated logs."""
+        if isinstance(notification, types.ResourceUpdatedNotification):
+            await self.resources.subscriptions.deliver(server, notification.params.uri)
+        elif isinstance(notification, types.LoggingMessageNotification):
+            await self.logs.deliver(server, notification.params)
 
     def profile_of(self, ctx: RequestContext) -> str:
         """`--profile`, else the HTTP path's profile, else a `match` on the client name, else default."""
@@ -178,14 +131,45 @@ class Handlers:
                 await self.fleet_ready.wait()
         return self.views.for_profile(self.profile_of(ctx))
 
+    def _request_channel(self, ctx: RequestContext) -> BackChannel | None:
+        """A back channel for a request that is not a tool call: handshake-era sessions only."""
+        if not _legacy(ctx):
+            return None
+        key = session_key(ctx)
+        return SessionChannel(ctx, key, lambda: self.logs.level(key))
+
+    def _remember(self, ctx: RequestContext, view: SessionView, kind: Kind) -> None:
+        key = session_key(ctx)
+        if key is None or not _legacy(ctx):
+            return
+        session = ctx.session
+
+        async def notify(changed: Kind) -> None:
+            await session.send_notification(_LIST_CHANGED[changed]())
+
+        self.notifier.remember(key, view, notify, (kind,))
+
     async def list_tools(
         self, ctx: RequestContext, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         view = await self._view(ctx)
-        key = session_key(ctx)
-        if key is not None and ctx.session.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:
-            self.notifier.remember(key, view, ctx.session.send_tool_list_changed)
+        self._remember(ctx, view, "tools")
         return types.ListToolsResult(tools=list(view.surface.tools))
+
+    async def list_prompts(
+        self, ctx: RequestContext, params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        self._remember(ctx, await self._view(ctx), "prompts")
+        return await self.prompts.list(ctx, params)
+
+    async def list_resources(
+        self, ctx: RequestContext, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        self._remember(ctx, await self._view(ctx), "resources")
+        return await self.resources.list(ctx, params)
+
+    async def set_logging_level(self, ctx: RequestContext, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        return await self.logs.set_level(ctx, session_key(ctx), self.profile_of(ctx), params.level)
 
     def input_schema(self, name: str) -> Mapping[str, Any] | None:
         entry = self.views.registry.get(name)
@@ -194,19 +178,37 @@ class Handlers:
     async def listen(
         self, ctx: RequestContext, params: types.SubscriptionsListenRequestParams
     ) -> types.SubscriptionsListenResult:
-        """Serve a 2026-era listen stream: ack, then announce this session's list changes until closed."""
+        """Serve a 2026-era listen stream: ack, then announce this session's changes until closed."""
         meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
-        wanted = bool(params.notifications.tools_list_changed)
-        honored = types.SubscriptionFilter(tools_list_changed=True if wanted else None)
+        wanted = params.notifications
+        kinds: list[Kind] = [kind for kind, flag in (("tools", wanted.tools_list_changed),
+                                                     ("prompts", wanted.prompts_list_changed),
+                                                     ("resources", wanted.resources_list_changed)) if flag]
         view = self.views.for_profile(self.profile_of(ctx))  # taken before the ack: no change is missed
+        uris = [uri for uri in wanted.resource_subscriptions or () if view.catalog.route_uri(uri) is not None]
+        honored = types.SubscriptionFilter(
+            tools_list_changed=True if "tools" in kinds else None,
+            prompts_list_changed=True if "prompts" in kinds else None,
+            resources_list_changed=True if "resources" in kinds else None,
+            resource_subscriptions=uris or None,
+        )
 
-        async def notify() -> None:
-            changed = types.ToolListChangedNotification(params=types.NotificationParams(_meta=meta))
+        async def notify(kind: Kind) -> None:
+            changed = _LIST_CHANGED[kind](params=types.NotificationParams(_meta=meta))
             await ctx.session.send_notification(changed, related_request_id=ctx.request_id)
 
+        async def updated(uri: str) -> None:
+            notification = types.ResourceUpdatedNotification(
+                params=types.ResourceUpdatedNotificationParams(uri=uri, _meta=meta))
+            await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
+
         stream = object()
-        if wanted:
-            self.notifier.remember(stream, view, notify)
+        if kinds:
+            self.notifier.remember(stream, view, notify, kinds)
+        for uri in uris:
+            target = view.catalog.route_uri(uri)
+            if target is not None and self.resources.subscriptions.add(stream, target, uri, updated):
+                await self.resources.forward(target, subscribe=True)
         try:
             await ctx.session.send_notification(
                 types.SubscriptionsAcknowledgedNotification(
@@ -216,25 +218,51 @@ class Handlers:
             )
             await anyio.sleep_forever()
         finally:
-            self.notifier.forget(stream)
+            self.forget(stream)
         return types.SubscriptionsListenResult(_meta=meta)
 
-    async def call_tool(self, ctx: RequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(
+        self, ctx: RequestContext, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Answer a call; a 2026-era session's call runs across input-required rounds when it must."""
+        key = session_key(ctx)
+        if _legacy(ctx):
+            return await self._answer(ctx, params, SessionChannel(ctx, key, lambda: self.logs.level(key)))
+
+        async def run(channel: RoundTripChannel) -> types.CallToolResult:
+            return await self._answer(ctx, params, channel)
+
+        return await self.round_trips.call(ctx, key, params, run)
+
+    async def _answer(
+        self, ctx: RequestContext, params: types.CallToolRequestParams, channel: SessionChannel | RoundTripChannel
+    ) -> types.CallToolResult:
         view = await self._view(ctx)
         arguments = params.arguments or {}
+        started, clock = time.time(), time.perf_counter()
+        target: list[ToolEntry] = []  # the upstream tool this call reached, once known
+        error: Exception | None = None
         try:
-            return await self._dispatch(ctx, view, params.name, arguments)
+            result = await self._dispatch(view, params.name, arguments, channel, target)
         except InvalidArguments as exc:
-            error = {"error": str(exc), "path": exc.path, "constraint": exc.constraint}
-            return _text_result({**error, "inputSchema": exc.input_schema}, is_error=True)
+            error = exc
+            payload = {"error": str(exc), "path": exc.path, "constraint": exc.constraint}
+            result = _text_result({**payload, "inputSchema": exc.input_schema}, is_error=True)
         except ToolbridgeError as exc:
-            return _text_result(str(exc), is_error=True)
+            error = exc
+            result = _text_result(str(exc), is_error=True)
         except Exception as exc:  # session boundary: one bad call never takes the session down
+            error = exc
             logger.exception("tool call %s failed", params.name)
-            return _text_result(f"toolbridge: internal error: {redact(str(exc))}", is_error=True)
+            result = _text_result(f"toolbridge: internal error: {redact(str(exc))}", is_error=True)
+        if self.on_call is not None:
+            self.on_call(_record(ctx, view, params.name, arguments, target, result, error,
+                                 started, time.perf_counter() - clock))
+        return result
 
     async def _dispatch(
-        self, ctx: RequestContext, view: SessionView, name: str, arguments: dict[str, Any]
+        self, view: SessionView, name: str, arguments: dict[str, Any], channel: SessionChannel | RoundTripChannel,
+        target: list[ToolEntry],
     ) -> types.CallToolResult:
         if view.surface.tier == "bridge":
             if name == "tool_search":
@@ -244,31 +272,57 @@ class Handlers:
                 return _text_result(bridge.describe(self.views, view, arguments))
             if name == "tool_call":
                 prepared = bridge.prepare_call(self.views, view, arguments)
-                return await self._forward(ctx, prepared.entry, prepared.arguments)
+                target.append(prepared.entry)
+                return await self._forward(prepared.entry, prepared.arguments, channel)
         direct = view.core if view.surface.tier == "bridge" else view.scope
         entry = self.views.registry.get(name)
         if entry is None or name not in direct:
             raise UnknownTool(name, bridge.suggest(view, name))
-        return await self._forward(ctx, entry, arguments)
+        target.append(entry)
+        return await self._forward(entry, arguments, channel)
 
-    async def _forward(self, ctx: RequestContext, entry: ToolEntry, arguments: dict[str, Any]) -> types.CallToolResult:
-        async def progress(value: float, total: float | None, message: str | None) -> None:
-            await ctx.session.report_progress(value, total, message)
+    async def _forward(
+        self, entry: ToolEntry, arguments: dict[str, Any], channel: SessionChannel | RoundTripChannel
+    ) -> types.CallToolResult:
+        return await self.upstreams.call_tool(entry.server, entry.raw_name, arguments,
+                                              progress_callback=channel.progress, channel=channel)
 
-        return await self.caller.call_tool(entry.server, entry.raw_name, arguments, progress_callback=progress)
+
+def _record(
+    ctx: RequestContext, view: SessionView, name: str, arguments: dict[str, Any], target: list[ToolEntry],
+    result: types.CallToolResult, error: Exception | None, started: float, duration: float,
+) -> CallRecord:
+    """The operator's record of one answered call (metrics, the audit log)."""
+    entry = target[0] if target else None
+    bridged = name == "tool_call"
+    requested = arguments.get("name") if bridged else name
+    client = ctx.session.client_params.client_info if ctx.session.client_params is not None else None
+    if error is None:
+        outcome = "tool_error" if result.is_error else "ok"
+    else:
+        refused = isinstance(error, ToolbridgeError) and not isinstance(error, UpstreamError)
+        outcome = "refused" if refused else "failed"
+    return CallRecord(
+        started=started, duration=duration, session=session_label(session_key(ctx)), profile=view.profile,
+        client=client.name if client else None, client_version=client.version if client else None,
+        tool=entry.name if entry else str(requested), server=entry.server if entry else BRIDGE_SERVER,
+        via=name if bridged else None, outcome=outcome, error=type(error).__name__ if error else None,
+        arguments=arguments.get("arguments") or {} if bridged else arguments,
+    )
 
 
 class _AnnouncingServer(Server[Any]):
-    """Advertise `tools.listChanged` to handshake-era clients on every transport.
+    """Advertise `listChanged` for tools, prompts and resources to handshake-era clients on every transport.
 
     The SDK's HTTP and in-memory paths build initialization options with no notification options,
-    which would tell those clients that our list never changes.
+    which would tell those clients that our lists never change.
     """
 
     def create_initialization_options(
         self, notification_options: NotificationOptions | None = None, *args: Any, **kwargs: Any
     ) -> Any:
-        options = notification_options or NotificationOptions(tools_changed=True)
+        options = notification_options or NotificationOptions(
+            tools_changed=True, prompts_changed=True, resources_changed=True)
         return super().create_initialization_options(options, *args, **kwargs)
 
 
@@ -276,20 +330,31 @@ def build_server(handlers: Handlers) -> Server[Any]:
     """The SDK server that answers downstream clients with `handlers`."""
 
     @asynccontextmanager
-    async def per_connection(_server: Server[Any]) -> AsyncIterator[_Connection]:
-        connection = _Connection()
+    async def per_connection(_server: Server[Any]) -> AsyncIterator[ConnectionId]:
+        connection = ConnectionId()
         try:
             yield connection
         finally:
-            handlers.notifier.forget(connection)
+            handlers.forget(connection)
 
-    return _AnnouncingServer(
-        "toolbridge",
-        version=__version__,
-        instructions="Tools from many MCP servers. Use tool_search to find deferred tools.",
-        lifespan=per_connection,
-        on_list_tools=handlers.list_tools,
-        on_call_tool=handlers.call_tool,
-        on_subscriptions_listen=handlers.listen,
-        get_tool_input_schema=handlers.input_schema,
-    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCPDeprecationWarning)  # logging/setLevel is handshake-era, and served
+        return _AnnouncingServer(
+            "toolbridge",
+            version=__version__,
+            instructions="Tools from many MCP servers. Use tool_search to find deferred tools.",
+            lifespan=per_connection,
+            on_list_tools=handlers.list_tools,
+            on_call_tool=handlers.call_tool,
+            on_list_resources=handlers.list_resources,
+            on_list_resource_templates=handlers.resources.templates,
+            on_read_resource=handlers.resources.read,
+            on_subscribe_resource=handlers.resources.subscribe,
+            on_unsubscribe_resource=handlers.resources.unsubscribe,
+            on_list_prompts=handlers.list_prompts,
+            on_get_prompt=handlers.prompts.get,
+            on_completion=handlers.prompts.complete,
+            on_set_logging_level=handlers.set_logging_level,
+            on_subscriptions_listen=handlers.listen,
+            get_tool_input_schema=handlers.input_schema,
+        )

@@ -1,26 +1,33 @@
 """The upstream fleet: one supervised MCP client connection per configured server.
 
 `Fleet` keeps every upstream connected (stdio children, Streamable HTTP, SSE), puts each server's
-tools into a `ToolSink` (the registry), and routes tool calls to the live connection. `login`
-gets the user's consent for an OAuth upstream; its tokens live where `token_store` says.
+tools into a `ToolSink` (the registry) and its resources and prompts into a `CatalogSink`, and
+routes calls and requests to the live connection, with a `BackChannel` to the downstream caller.
+`login` gets the user's consent for an OAuth upstream; its tokens live where `token_store` says.
 """
 
 from proxy.upstream._availability import Availability
+from proxy.upstream._backchannel import BackChannel, InFlight, NoticeSink, client_callbacks
 from proxy.upstream._backoff import next_delay
 from proxy.upstream._connection import Connection, ProgressCallback, connect, filter_tools, strip_server_info
-from proxy.upstream._fleet import Fleet, ServerStatus, ToolSink, UpstreamState
+from proxy.upstream._fleet import CatalogSink, Fleet, ServerStatus, ToolSink, UpstreamState
 from proxy.upstream._login import login
 from proxy.upstream._oauth import token_store
 from proxy.upstream._stdio import resolve_command
 
 __all__ = [
     "Availability",
+    "BackChannel",
+    "CatalogSink",
     "Connection",
     "Fleet",
+    "InFlight",
+    "NoticeSink",
     "ProgressCallback",
     "ServerStatus",
     "ToolSink",
     "UpstreamState",
+    "client_callbacks",
     "connect",
     "filter_tools",
     "login",

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -21,7 +21,7 @@ import httpx2
 from mcp import Client, MCPError, types
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
+from mcp.client.subscriptions import ListenNotSupportedError, ResourceUpdated, SubscriptionLost
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from proxy import __version__
@@ -35,6 +35,7 @@ from proxy.errors import (
     rejected_by_http,
     translate,
 )
+from proxy.upstream._backchannel import BackChannel, InFlight, NoticeSink, client_callbacks
 from proxy.upstream._oauth import oauth_auth
 from proxy.upstream._stdio import stdio_transport
 
@@ -42,6 +43,9 @@ logger = logging.getLogger(__name__)
 
 TransportChoice = Literal["stdio", "streamable-http", "sse", "auto"]
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
+T = TypeVar("T")
+_LIST_CHANGED = (types.ToolListChangedNotification, types.PromptListChangedNotification,
+                 types.ResourceListChangedNotification)
 
 CLIENT_INFO = types.Implementation(name="toolbridge", version=__version__)
 MAX_PAGES = 1000
@@ -62,18 +66,32 @@ def filter_tools(tools: Iterable[types.Tool], include: Sequence[str], exclude: S
     ]
 
 
-def strip_server_info(result: types.CallToolResult) -> types.CallToolResult:
-    """Drop the upstream's identity stamp so the proxy's own one shows downstream."""
+R = TypeVar("R")
+
+
+def strip_server_info(result: R) -> R:
+    """Drop the upstream's identity stamp from a result so the proxy's own one shows downstream."""
+    if not isinstance(result, types.Result):
+        return result
     if not result.meta or types.SERVER_INFO_META_KEY not in result.meta:
         return result
     meta = {k: v for k, v in result.meta.items() if k != types.SERVER_INFO_META_KEY}
     return result.model_copy(update={"meta": meta or None})
 
 
+async def _ignore(server: str, notification: types.ServerNotification) -> None:
+    await anyio.lowlevel.checkpoint()
+
+
 @dataclass
 class Signals:
-    """What the supervisor must react to; set from callbacks, consumed by the supervisor only."""
+    """What the supervisor must react to; set from callbacks, consumed by the supervisor only.
 
+    Resource updates are no concern of the supervisor: they go straight to `notices`.
+    """
+
+    notices: NoticeSink = _ignore
+    server: str = ""
     changed: bool = False
     lost: bool = False
     _wake: anyio.Event = field(default_factory=anyio.Event)
@@ -95,8 +113,11 @@ class Signals:
 
     async def on_message(self, message: Any) -> None:
         """`message_handler`: legacy list_changed arrives here (modern listen frames are tee'd too)."""
-        if isinstance(message, types.ToolListChangedNotification):
+        if isinstance(message, _LIST_CHANGED):
             self.mark_changed()
+        elif isinstance(message, types.ResourceUpdatedNotification):
+            await self.notices(self.server, message)
+            return
         elif isinstance(message, Exception):
             logger.debug("transport reported %s", type(message).__name__)
         await anyio.lowlevel.checkpoint()
@@ -111,6 +132,7 @@ class Connection:
     transport: str
     signals: Signals
     responses: list[HttpResponse]
+    in_flight: InFlight = field(default_factory=InFlight)
     calls_in_flight: int = 0
 
     @property
@@ -127,8 +149,60 @@ class Connection:
 
     @property
     def announces_changes(self) -> bool:
-        tools = self.client.server_capabilities.tools
-        return bool(tools and tools.list_changed)
+        capabilities = self.client.server_capabilities
+        return any(c is not None and c.list_changed
+                   for c in (capabilities.tools, capabilities.prompts, capabilities.resources))
+
+    @property
+    def logs(self) -> bool:
+        """Takes `logging/setLevel` (handshake era; a 2026-era request opts in through its `_meta`)."""
+        return not self.modern and self.client.server_capabilities.logging is not None
+
+    async def list_catalog(
+        self,
+    ) -> tuple[list[types.Resource], list[types.ResourceTemplate], list[types.Prompt]]:
+        """Every page of resources, resource templates and prompts the server has capabilities for."""
+        capabilities = self.client.server_capabilities
+        resources: list[types.Resource] = []
+        templates: list[types.ResourceTemplate] = []
+        prompts: list[types.Prompt] = []
+        if capabilities.resources is not None:
+            resources = await self._every_page(self.client.list_resources, lambda page: page.resources)
+            templates = await self._every_page(self.client.list_resource_templates,
+                                               lambda page: page.resource_templates)
+        if capabilities.prompts is not None:
+            prompts = await self._every_page(self.client.list_prompts, lambda page: page.prompts)
+        return resources, templates, prompts
+
+    async def _every_page(self, fetch: Callable[..., Awaitable[Any]], items: Callable[[Any], list[T]]) -> list[T]:
+        found: list[T] = []
+        cursor: str | None = None
+        for _ in range(MAX_PAGES):
+            page = await fetch(cursor=cursor, cache_mode="refresh")
+            found += items(page)
+            if (cursor := page.next_cursor) is None:
+                break
+        else:
+            logger.warning("server %s: stopped listing after %d pages", self.server, MAX_PAGES)
+        return found
+
+    async def request(
+        self, what: str, operation: Callable[[Client], Awaitable[T]], channel: BackChannel | None = None
+    ) -> T:
+        """Run one request (`what` names it in errors) that is not a tool call, e.g. a resource read.
+
+        Raises:
+            UpstreamError: as for `call_tool`.
+        """
+        seen = len(self.responses)
+        try:
+            async with self.in_flight.call(channel):
+                return strip_server_info(await operation(self.client))
+        except Exception as exc:
+            error = translate(self.server, exc, responses=self.responses[seen:], during=what)
+            if isinstance(error, UpstreamUnavailable):
+                self.signals.mark_lost()
+            raise error from exc
 
     async def list_tools(self) -> list[types.Tool]:
         """Every page of tools/list, filtered by the config's include/exclude globs."""
@@ -167,9 +241,15 @@ class Connection:
         """Hold a modern `subscriptions/listen` stream open; its frames reach `Signals.on_message`."""
         while True:
             try:
-                async with self.client.listen(tools_list_changed=True) as subscription:
-                    async for _event in subscription:
-                        self.signals.mark_changed()
+                capabilities = self.client.server_capabilities
+                async with self.client.listen(
+                    tools_list_changed=True,
+                    prompts_list_changed=capabilities.prompts is not None,
+                    resources_list_changed=capabilities.resources is not None,
+                ) as subscription:
+                    async for event in subscription:
+                        if not isinstance(event, ResourceUpdated):  # tee'd to on_message, which routes it
+                            self.signals.mark_changed()
                 return
             except SubscriptionLost:
                 self.signals.mark_changed()  # no replay: refetch, then listen again
@@ -185,8 +265,12 @@ class Connection:
         *,
         timeout: float,
         progress_callback: ProgressCallback | None = None,
+        channel: BackChannel | None = None,
     ) -> types.CallToolResult:
         """Call `name` upstream through the SDK client, which also drives 2026-era input rounds.
+
+        Sampling, elicitation and roots requests the upstream makes meanwhile, and its log messages,
+        go to `channel`.
 
         Raises:
             UpstreamTimeout: no answer within `timeout`; the upstream request was cancelled.
@@ -198,9 +282,10 @@ class Connection:
         seen = len(self.responses)
         self.calls_in_flight += 1
         try:
-            result = await self.client.call_tool(
-                name, arguments, read_timeout_seconds=timeout, progress_callback=progress_callback
-            )
+            async with self.in_flight.call(channel):
+                result = await self.client.call_tool(
+                    name, arguments, read_timeout_seconds=timeout, progress_callback=progress_callback
+                )
         except Exception as exc:
             error = translate(self.server, exc, responses=self.responses[seen:], during=f"tool {name!r}")
             if isinstance(error, UpstreamTimeout):
@@ -237,21 +322,33 @@ def _sse(config: UpstreamConfig, responses: list[HttpResponse], auth: httpx2.Aut
     return sse_client(config.url, headers=dict(config.headers), httpx_client_factory=factory, auth=auth)
 
 
-async def _enter(stack: AsyncExitStack, transport: Any, signals: Signals, mode: str) -> Client:
-    client = Client(transport, mode=mode, message_handler=signals.on_message, client_info=CLIENT_INFO, cache=None)
+@dataclass(frozen=True)
+class _Hooks:
+    """What every `Client` of one connection is built with, whichever transport wins."""
+
+    signals: Signals
+    callbacks: dict[str, Any]
+    mode: str
+
+
+async def _enter(stack: AsyncExitStack, transport: Any, hooks: _Hooks) -> Client:
+    # log_level opts every request of a 2026-era connection into log messages (each session's own
+    # level filters them downstream); a handshake-era connection ignores it.
+    client = Client(transport, mode=hooks.mode, message_handler=hooks.signals.on_message, client_info=CLIENT_INFO,
+                    cache=None, log_level="debug", **hooks.callbacks)
     return await stack.enter_async_context(client)
 
 
 async def _open_http(
-    stack: AsyncExitStack, config: UpstreamConfig, transport: TransportChoice, signals: Signals,
-    mode: str, responses: list[HttpResponse], auth: httpx2.Auth | None,
+    stack: AsyncExitStack, config: UpstreamConfig, transport: TransportChoice, hooks: _Hooks,
+    responses: list[HttpResponse], auth: httpx2.Auth | None,
 ) -> tuple[Client, str]:
     assert config.url is not None
     if transport != "sse":
         try:
             async with AsyncExitStack() as attempt:
                 http = await attempt.enter_async_context(_http_client(config, responses, auth=auth))
-                client = await _enter(attempt, streamable_http_client(config.url, http_client=http), signals, mode)
+                client = await _enter(attempt, streamable_http_client(config.url, http_client=http), hooks)
                 await stack.enter_async_context(attempt.pop_all())
                 return client, "streamable-http"
         except Exception as exc:
@@ -261,7 +358,7 @@ async def _open_http(
                 raise
             logger.info("server %s: Streamable HTTP rejected; trying SSE", config.name)
             responses.clear()
-    return await _enter(stack, _sse(config, responses, auth), signals, mode), "sse"
+    return await _enter(stack, _sse(config, responses, auth), hooks), "sse"
 
 
 @asynccontextmanager
@@ -284,32 +381,36 @@ async def connect(
     transport: TransportChoice = "auto",
     mode: str = "auto",
     auth: httpx2.Auth | None = None,
+    notices: NoticeSink | None = None,
 ) -> AsyncIterator[Connection]:
     """Spawn or dial the upstream and negotiate; closing it stops the child's whole group.
 
     `transport="auto"` tries Streamable HTTP and falls back to SSE when the endpoint rejects it;
-    `Connection.transport` says which one worked. An `auth: oauth` upstream authenticates with
-    `auth`, by default the serving one (`oauth_auth`), which never waits for a person.
+    `Connection.transport` says which one worked. Resource updates and log messages that concern
+    no call in flight go to `notices`. An `auth: oauth` upstream authenticates with `auth`, by
+    default the serving one (`oauth_auth`), which never waits for a person.
 
     Raises:
         UpstreamNeedsAuth: an OAuth upstream needs the user's consent (`toolbridge login`).
         UpstreamRefused: retrying will not help (missing command, auth, not an MCP endpoint).
         UpstreamError: any other failure to connect, or the connection failing while open.
     """
-    signals = Signals()
+    signals = Signals(notices=notices or _ignore, server=config.name)
     responses: list[HttpResponse] = []
+    in_flight = InFlight()
+    hooks = _Hooks(signals, client_callbacks(config.name, in_flight, signals.notices), mode)
     opened = False
     try:
         async with AsyncExitStack() as stack:
             if config.is_stdio:
-                client = await _enter(stack, _stdio(config, config_dir, log_dir, signals), signals, mode)
+                client = await _enter(stack, _stdio(config, config_dir, log_dir, signals), hooks)
                 used = "stdio"
             else:
                 if auth is None and config.auth is not None:
                     auth = oauth_auth(config, config_dir)
-                client, used = await _open_http(stack, config, transport, signals, mode, responses, auth)
+                client, used = await _open_http(stack, config, transport, hooks, responses, auth)
             opened = True
-            yield Connection(config, client, used, signals, responses)
+            yield Connection(config, client, used, signals, responses, in_flight)
     except Exception as exc:
         error = translate(config.name, exc, responses=responses, connecting=not opened)
         if not opened and config.is_stdio and signals.lost and not isinstance(error, UpstreamRefused):

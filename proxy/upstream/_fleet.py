@@ -10,13 +10,14 @@ from __future__ import annotations
 import enum
 import logging
 import math
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import anyio
-from mcp import types
+from mcp import Client, types
 
 from proxy.config import UpstreamConfig
 from proxy.errors import (
@@ -28,6 +29,7 @@ from proxy.errors import (
     UpstreamUnavailable,
 )
 from proxy.upstream._availability import Availability
+from proxy.upstream._backchannel import BackChannel, NoticeSink
 from proxy.upstream._backoff import next_delay
 from proxy.upstream._connection import Connection, ProgressCallback, TransportChoice, connect
 from proxy.upstream._oauth import LOGIN_POLL, wait_for_login
@@ -38,16 +40,28 @@ KEEPALIVE_INTERVAL = 30.0
 PARK_AFTER_FAILURES = 5
 REPROBE_INTERVAL = 300.0
 STABLE_AFTER = 60.0  # a connection that lived this long wipes the failure count
+T = TypeVar("T")
 
 
 class ToolSink(Protocol):
     """Where the fleet puts each server's tools (the registry); it bumps on availability changes."""
 
-    def set_server_tools(self, server: str, tools: Iterable[types.Tool]) -> Any: ...
+    def set_server_tools(self, server: str, tools: Iterable[types.Tool], *, prefix: bool = True) -> Any: ...
 
     def remove_server(self, server: str) -> Any: ...
 
     def bump(self) -> None: ...
+
+
+class CatalogSink(Protocol):
+    """Where the fleet puts each server's resources, resource templates and prompts."""
+
+    def set_server_catalog(
+        self, server: str, resources: Iterable[types.Resource], templates: Iterable[types.ResourceTemplate],
+        prompts: Iterable[types.Prompt], *, prefix: bool = True,
+    ) -> None: ...
+
+    def remove_server(self, server: str) -> None: ...
 
 
 class UpstreamState(enum.Enum):
@@ -70,6 +84,8 @@ class ServerStatus:
     transport: str
     protocol_version: str | None
     last_error: str | None
+    restarts: int = 0
+    connected_since: float | None = None  # wall-clock seconds since the epoch
 
 
 @dataclass
@@ -83,6 +99,9 @@ class _Upstream:
     tool_count: int = 0
     failures: int = 0
     settled: bool = False
+    restarts: int = 0
+    connected_since: float | None = None
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     state_changed: anyio.Event = field(default_factory=anyio.Event)
 
     @property
@@ -106,8 +125,12 @@ class Fleet:
         reprobe: float = REPROBE_INTERVAL,
         grace: float = 60.0,
         login_poll: float = LOGIN_POLL,
+        catalogs: CatalogSink | None = None,
+        notices: NoticeSink | None = None,
     ) -> None:
         self.registry = registry
+        self.catalogs = catalogs
+        self._notices = notices
         self.availability = Availability(check=self._offers_tools, grace=grace)
         self.ready = anyio.Event()
         self._config_dir = config_dir
@@ -119,28 +142,60 @@ class Fleet:
         self._login_poll = login_poll
         self._grace = grace
         self._servers: dict[str, _Upstream] = {}
-        for name, config in upstreams.items():
-            up = _Upstream(config, transport="stdio" if config.is_stdio else (config.transport or "auto"))
-            if not config.enabled:
-                up.state, up.reason, up.settled = UpstreamState.DISABLED, "disabled in config", True
-            self._servers[name] = up
+        self._desired: dict[str, UpstreamConfig] = dict(upstreams)
+        self._desired_changed = anyio.Event()
 
     # --- public API ------------------------------------------------------------------------------
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Supervise every enabled upstream until cancelled; reports started at once."""
+        """Supervise every enabled upstream until cancelled; reports started at once.
+
+        Applies `update()`s as they come: only added, removed and changed servers are touched.
+        """
         try:
             async with anyio.create_task_group() as tg:
-                for up in self._servers.values():
-                    if up.state is not UpstreamState.DISABLED:
-                        tg.start_soon(self._supervise, up, name=f"supervise {up.name}")
-                        tg.start_soon(self._withdraw_after_grace, up, name=f"grace {up.name}")
+                self._reconcile(tg)
                 self._check_ready()
                 task_status.started()
-                await anyio.sleep_forever()
+                while True:
+                    await self._desired_changed.wait()
+                    self._desired_changed = anyio.Event()
+                    self._reconcile(tg)
         finally:
             for up in self._servers.values():
-                self.registry.remove_server(up.name)
+                self._withdraw(up)
+
+    def update(self, upstreams: Mapping[str, UpstreamConfig]) -> None:
+        """Adopt a new set of upstream configs (hot reload); `run()` applies it at once."""
+        self._desired = dict(upstreams)
+        self._desired_changed.set()
+
+    def _reconcile(self, tg: anyio.abc.TaskGroup) -> None:
+        """Stop removed and changed servers, start added and changed ones; leave the rest alone."""
+        for name in sorted(set(self._servers) - set(self._desired)):
+            logger.info("server %s: removed from the config; stopping it", name)
+            self._servers.pop(name).scope.cancel()
+        for name, config in sorted(self._desired.items()):
+            old = self._servers.get(name)
+            if old is not None and old.config == config:
+                continue
+            if old is not None:
+                logger.info("server %s: its config changed; restarting it", name)
+                old.scope.cancel()
+            up = self._servers[name] = _Upstream(
+                config, transport="stdio" if config.is_stdio else (config.transport or "auto"))
+            if not config.enabled:
+                up.state, up.reason, up.settled = UpstreamState.DISABLED, "disabled in config", True
+                self._withdraw(up)
+                continue
+            tg.start_soon(self._run_upstream, up, name=f"upstream {name}")
+        self._check_ready()
+
+    async def _run_upstream(self, up: _Upstream) -> None:
+        with up.scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._supervise, up)
+                tg.start_soon(self._withdraw_after_grace, up)
 
     def is_ready(self, server: str) -> bool:
         up = self._servers.get(server)
@@ -155,7 +210,8 @@ class Fleet:
         return [
             ServerStatus(up.name, up.state, up.reason, up.tool_count if up.state is UpstreamState.READY else 0,
                          up.connection.transport if up.connection else up.transport,
-                         up.connection.protocol_version if up.connection else None, up.last_error)
+                         up.connection.protocol_version if up.connection else None, up.last_error,
+                         up.restarts, up.connected_since)
             for up in sorted(self._servers.values(), key=lambda u: u.name)
         ]
 
@@ -171,10 +227,12 @@ class Fleet:
         raw_name: str,
         arguments: dict[str, Any] | None,
         progress_callback: ProgressCallback | None = None,
+        channel: BackChannel | None = None,
     ) -> types.CallToolResult:
         """Call a tool on `server`'s live connection, from the caller's task.
 
-        Cancelling the caller cancels the upstream request; progress is passed through. A call
+        Cancelling the caller cancels the upstream request; progress is passed through, and the
+        upstream's sampling, elicitation, roots requests and logs go to `channel`. A call
         that finds the upstream's session gone (it restarted) is retried once after reconnecting.
 
         Raises:
@@ -192,14 +250,37 @@ class Fleet:
             raise UpstreamUnavailable(server, f"temporarily unavailable ({up.reason})")
         try:
             return await conn.call_tool(raw_name, arguments, timeout=up.config.timeout,
-                                        progress_callback=progress_callback)
+                                        progress_callback=progress_callback, channel=channel)
         except SessionLost:
             await self._wait_replaced(up, conn)
         conn = up.connection
         if up.state is not UpstreamState.READY or conn is None:
             raise UpstreamUnavailable(server, f"temporarily unavailable ({up.reason})")
         return await conn.call_tool(raw_name, arguments, timeout=up.config.timeout,
-                                    progress_callback=progress_callback)
+                                    progress_callback=progress_callback, channel=channel)
+
+    async def request(
+        self, server: str, what: str, operation: Callable[[Client], Awaitable[T]], channel: BackChannel | None = None
+    ) -> T:
+        """Run a request other than a tool call (read, get, complete, subscribe, set level) on `server`.
+
+        Raises:
+            UpstreamUnavailable: the server is not connected, or died meanwhile.
+            UpstreamTimeout: no answer within the server's `timeout`.
+            UpstreamError: the upstream answered with an error.
+        """
+        up = self._servers.get(server)
+        conn = up.connection if up is not None else None
+        if up is None or up.state is not UpstreamState.READY or conn is None:
+            raise UpstreamUnavailable(server, "temporarily unavailable")
+        with anyio.move_on_after(up.config.timeout):
+            return await conn.request(what, operation, channel)
+        raise UpstreamTimeout(server, f"{what} gave no answer within {up.config.timeout:g} s; cancelled")
+
+    def logs(self, server: str) -> bool:
+        """Whether `server` is connected and takes `logging/setLevel`."""
+        up = self._servers.get(server)
+        return up is not None and up.connection is not None and up.connection.logs
 
     # --- supervision -----------------------------------------------------------------------------
 
@@ -217,7 +298,8 @@ class Fleet:
                 await self._after_failure(up, error)
         finally:
             up.connection = None
-            self.registry.remove_server(up.name)
+            if self._servers.get(up.name, up) is up:  # a restarted server's successor keeps its tools
+                self._withdraw(up)
 
     async def _connect_and_serve(self, up: _Upstream) -> None:
         """One connection's life: connect, list, serve until it ends.
@@ -229,8 +311,9 @@ class Fleet:
         started = anyio.current_time()
         with anyio.CancelScope(deadline=started + config.connect_timeout) as scope:
             async with (
-                connect(config, config_dir=self._config_dir, log_dir=self._log_dir,
-                        transport=up.transport, mode=self._mode) as conn,
+                connect(config, config_dir=self._config_dir, log_dir=self._log_dir, transport=up.transport,
+                        mode=self._mode if config.protocol == "auto" else config.client_mode,
+                        notices=self._notices) as conn,
                 anyio.create_task_group() as tg,
             ):
                 if conn.modern and conn.announces_changes:
@@ -238,6 +321,8 @@ class Fleet:
                 await self._refresh(up, conn)
                 scope.deadline = math.inf
                 up.connection, up.transport = conn, conn.transport  # pins an SSE fallback
+                up.restarts += up.connected_since is not None
+                up.connected_since = time.time()
                 try:
                     self._set_state(up, UpstreamState.READY, f"connected ({conn.transport})")
                     self._settle(up)
@@ -268,8 +353,11 @@ class Fleet:
         """List every page and register the result: one `set_server_tools`, one generation bump."""
         conn.signals.changed = False  # a notification during the listing triggers one more refresh
         tools = await conn.list_tools()
+        if self.catalogs is not None:
+            resources, templates, prompts = await conn.list_catalog()
+            self.catalogs.set_server_catalog(up.name, resources, templates, prompts, prefix=up.config.prefix)
         up.tool_count = len(tools)
-        change = self.registry.set_server_tools(up.name, tools)
+        change = self.registry.set_server_tools(up.name, tools, prefix=up.config.prefix)
         if change.changed:
             logger.info("server %s: %d tools (+%d ~%d -%d)", up.name, len(tools),
                         len(change.added), len(change.replaced), len(change.removed))
@@ -292,7 +380,8 @@ class Fleet:
         if isinstance(error, UpstreamRefused) or up.failures >= self._park_after:
             logger.warning("%s; parked, re-probing every %g s", error, self._reprobe)
             self._set_state(up, UpstreamState.PARKED, error.reason)
-            self.registry.remove_server(up.name)
+            if self._servers.get(up.name) is up:
+                self._withdraw(up)
             await anyio.sleep(self._reprobe)
             return
         delay = next_delay(up.failures - 1)
@@ -309,6 +398,11 @@ class Fleet:
         await wait_for_login(up.config, self._config_dir, self._reprobe, self._login_poll)
 
     # --- state bookkeeping -----------------------------------------------------------------------
+
+    def _withdraw(self, up: _Upstream) -> None:
+        self.registry.remove_server(up.name)
+        if self.catalogs is not None:
+            self.catalogs.remove_server(up.name)
 
     def _set_state(self, up: _Upstream, state: UpstreamState, reason: str) -> None:
         was_ready = up.state is UpstreamState.READY

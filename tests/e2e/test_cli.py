@@ -38,7 +38,9 @@ def test_search_and_status(tmp_path: Path) -> None:
     assert json.loads(found.stdout)["results"][0]["matches"][0] == "disk__disk_0017"
     status = toolbridge("status", "--config-dir", config)
     assert status.returncode == 0, status.stderr
-    rows = {line.split()[0]: line.split()[1:3] for line in status.stdout.splitlines()}
+    upstreams = status.stdout.split("\n\n")[0].splitlines()
+    assert upstreams[0].split()[:5] == ["server", "state", "transport", "protocol", "tools"]
+    rows = {line.split()[0]: [line.split()[1], line.split()[4]] for line in upstreams[1:]}
     assert rows == {"disk": ["ready", "30"], "mail": ["ready", "3"]}
 
 

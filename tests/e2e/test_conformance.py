@@ -1,7 +1,9 @@
-"""The official MCP conformance suite (server scenarios) against the conformance fixture.
+"""The official MCP conformance suite (server scenarios): against the fixture, and through toolbridge.
 
-The suite run needs `scripts/conformance-setup.sh` (Node >= 22 and the pinned suite in `.tools/`)
-and is skipped without it. It pins what a direct run passes, so a proxied run has a known target.
+The suite runs need `scripts/conformance-setup.sh` (Node >= 22 and the pinned suite in `.tools/`)
+and are skipped without it. A direct run pins what the fixture passes; `toolbridge serve --transport
+http` in front of the fixture (a stdio upstream, or a Streamable HTTP one) with `prefix: false` and
+`core: ["*"]` must pass exactly the same scenarios, judged on each check's details.
 """
 
 from __future__ import annotations
@@ -12,8 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
-from conftest import serve_app
+import yaml
+from conftest import free_port, serve_app
+from fleetdir import serve_http
 from mcp import Client, StdioServerParameters, stdio_client, types
 from servers.conformance_fixture import http_app
 
@@ -77,17 +82,52 @@ async def test_fixture_serves_the_scenarios_over_stdio_in_both_eras(mode: str) -
     assert _text(elicited) == 'User response: action=accept, content={"username": "u", "email": "e@example.com"}'
 
 
-@pytest.mark.skipif(not (SUITE / "package.json").exists(),
-                    reason="conformance suite not installed in .tools/: run scripts/conformance-setup.sh")
+needs_suite = pytest.mark.skipif(not (SUITE / "package.json").exists(),
+                                 reason="conformance suite not installed in .tools/: run scripts/conformance-setup.sh")
+
+
+async def _run_suite(url: str, outcome: Path) -> tuple[dict[str, Any], str]:
+    with anyio.fail_after(150):
+        done = await anyio.run_process(
+            [sys.executable, str(SCRIPT), url, "--json", str(outcome), "--timeout", "120"], check=False)
+    return json.loads(outcome.read_text()), done.stdout.decode()
+
+
+@needs_suite
 async def test_suite_passes_every_server_scenario_against_the_fixture(tmp_path: Path) -> None:
-    outcome = tmp_path / "direct.json"
     async with serve_app(http_app()) as base:
-        with anyio.fail_after(120):
-            done = await anyio.run_process(
-                [sys.executable, str(SCRIPT), f"{base}/mcp", "--json", str(outcome), "--timeout", "100"],
-                check=False)
-    result = json.loads(outcome.read_text())
-    assert result["failed"] == {}, done.stdout.decode()
+        result, output = await _run_suite(f"{base}/mcp", tmp_path / "direct.json")
+    assert result["failed"] == {}, output
     assert result["passed"] == SCENARIOS
     assert result["warnings"] == WARNINGS
-    assert done.returncode == 0
+
+
+def _fixture_upstream(config_dir: Path, target: dict[str, Any]) -> Path:
+    """A config dir with the fixture as its only upstream, raw names, every tool core (pass-through)."""
+    (config_dir / "upstreams").mkdir(parents=True)
+    spec = {**target, "prefix": False, "connect_timeout": 20}
+    (config_dir / "upstreams" / "fixture.yaml").write_text(yaml.safe_dump(spec))
+    (config_dir / "toolsets.yaml").write_text(yaml.safe_dump({"core": ["*"]}))
+    return config_dir
+
+
+async def _wait_ready(base: str) -> None:
+    async with httpx2.AsyncClient() as http:
+        with anyio.fail_after(30):
+            while (await http.get(f"{base}/healthz")).json()["servers"].get("fixture") != "ready":
+                await anyio.sleep(0.05)
+
+
+@needs_suite
+@pytest.mark.parametrize("transport", ["stdio", "streamable-http"])
+async def test_suite_passes_the_same_scenarios_through_toolbridge(transport: str, tmp_path: Path) -> None:
+    async with serve_app(http_app()) as fixture_base:
+        target = {"command": sys.executable, "args": [str(FIXTURE)]} if transport == "stdio" \
+            else {"url": f"{fixture_base}/mcp"}
+        config_dir = _fixture_upstream(tmp_path / "config", target)
+        async with serve_http(config_dir, free_port()) as base:
+            await _wait_ready(base)
+            result, output = await _run_suite(f"{base}/mcp", tmp_path / "proxied.json")
+    assert result["failed"] == {}, output
+    assert result["passed"] == SCENARIOS
+    assert result["warnings"] == WARNINGS

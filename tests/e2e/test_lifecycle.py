@@ -8,7 +8,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -55,18 +54,18 @@ async def connected(config: Path, transport: str, mode: str, on_message: Any) ->
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_late_servers_are_announced_after_startup_wait(tmp_path: Path, mode: str, transport: str) -> None:
     config = write_fleet(tmp_path, {"quick": ["--tools", "2", "--prefix", "quick"],
-                                    "late": ["--tools", "2", "--prefix", "late", "--slow-start", "6"]},
-                         {"startup_wait": 3, "tool_search": {"enabled": "off"}})
+                                    "late": ["--tools", "2", "--prefix", "late", "--slow-start", "10"]},
+                         {"startup_wait": 8, "tool_search": {"enabled": "off"}})
     changed = anyio.Event()
 
     async def on_message(message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             changed.set()
 
-    started = time.monotonic()
     async with connected(config, transport, mode, on_message) as client:
-        assert time.monotonic() - started < 3.5  # initialize did not wait for the late server
         first = [t.name for t in (await client.list_tools()).tools]
+        # Neither initialize nor the first list waited for the late server (it needs 10 s, the wait is 8 s);
+        # judged by what was listed, not by a clock, so a loaded machine cannot fail it.
         assert first == ["quick__quick_0000", "quick__quick_0001"]
         async with anyio.create_task_group() as tg:
             if mode != "legacy":
@@ -75,7 +74,7 @@ async def test_late_servers_are_announced_after_startup_wait(tmp_path: Path, mod
                         async for _ in stream:
                             changed.set()
                 tg.start_soon(listen)
-            with anyio.fail_after(20):
+            with anyio.fail_after(30):
                 await changed.wait()
             tg.cancel_scope.cancel()
         later = [t.name for t in (await client.list_tools()).tools]

@@ -15,6 +15,7 @@ import time
 VERSION = "2025-06-18"
 TOOLS = [{"name": "echo", "description": "Echo the text back.",
           "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}]
+PID_TOOL = [{"name": "pid", "description": "The server's process id (with --pid).", "inputSchema": {"type": "object"}}]
 
 
 def answer(request: dict) -> dict | None:
@@ -27,7 +28,9 @@ def answer(request: dict) -> dict | None:
     elif method == "ping":
         result = {}
     elif method == "tools/list":
-        result = {"tools": TOOLS}
+        result = {"tools": TOOLS + (PID_TOOL if "--pid" in sys.argv else [])}
+    elif method == "tools/call" and (request.get("params") or {}).get("name") == "pid":
+        result = {"content": [{"type": "text", "text": str(os.getpid())}]}
     elif method == "tools/call":
         text = (request.get("params") or {}).get("arguments", {}).get("text", "")
         result = {"content": [{"type": "text", "text": text}]}

@@ -1,0 +1,215 @@
+"""Each upstream's resources, resource templates and prompts, and one session's aggregate of them.
+
+Resource URIs pass unchanged. Two servers listing the same URI (or the same template) are settled
+by server-name order: the first owns the plain form, the other's copy is listed and reachable as
+`toolbridge://server/<server>/<uri>`. Prompt names are exposed like tool names (`<server>__<prompt>`,
+or raw under `prefix: false`). Synchronous, on one event loop; every change bumps the registry's
+generation, so the session views and list_changed announcements keyed on it follow.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from mcp import types
+from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
+from pydantic import BaseModel
+
+from proxy.names import NameSource, assign_names
+from proxy.registry import Registry
+
+__all__ = ["QUALIFIED_PREFIX", "CatalogView", "Catalogs", "ServerCatalog", "qualified_uri"]
+
+logger = logging.getLogger(__name__)
+
+QUALIFIED_PREFIX = "toolbridge://server/"
+
+
+def qualified_uri(server: str, uri: str) -> str:
+    """The form that reaches `server`'s copy of `uri` (or of a template) whoever owns the plain one."""
+    return f"{QUALIFIED_PREFIX}{server}/{uri}"
+
+
+def _unqualify(uri: str) -> tuple[str, str] | None:
+    if not uri.startswith(QUALIFIED_PREFIX):
+        return None
+    server, slash, rest = uri[len(QUALIFIED_PREFIX):].partition("/")
+    return (server, rest) if slash and server else None
+
+
+@dataclass(frozen=True)
+class ServerCatalog:
+    """What one upstream lists besides tools."""
+
+    resources: tuple[types.Resource, ...] = ()
+    templates: tuple[types.ResourceTemplate, ...] = ()
+    prompts: tuple[types.Prompt, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.resources or self.templates or self.prompts)
+
+
+@dataclass(frozen=True)
+class _Template:
+    server: str
+    template: types.ResourceTemplate
+    parsed: UriTemplate | None
+
+
+def _fingerprint(items: Iterable[BaseModel]) -> str:
+    wire = [item.model_dump(by_alias=True, exclude_none=True, mode="json") for item in items]
+    return hashlib.sha256(json.dumps(wire, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class CatalogView:
+    """The resources, templates and prompts of the servers in one session's scope, with routes."""
+
+    servers: tuple[str, ...]
+    resources: tuple[types.Resource, ...]
+    templates: tuple[types.ResourceTemplate, ...]
+    prompts: tuple[types.Prompt, ...]
+    prompt_routes: Mapping[str, tuple[str, str]]
+    uri_owners: Mapping[str, str]
+    template_routes: tuple[_Template, ...] = field(repr=False)
+
+    @cached_property
+    def resources_fingerprint(self) -> str:
+        return _fingerprint((*self.resources, *self.templates))
+
+    @cached_property
+    def prompts_fingerprint(self) -> str:
+        return _fingerprint(self.prompts)
+
+    def route_uri(self, uri: str) -> tuple[str, str] | None:
+        """(server, upstream URI) for a listed URI, a qualified form, or a template match; else None.
+
+        Templates are tried in server-name order, so overlapping templates have one owner.
+        """
+        qualified = _unqualify(uri)
+        if qualified is not None:
+            return qualified if qualified[0] in self.servers else None
+        if uri in self.uri_owners:
+            return self.uri_owners[uri], uri
+        for entry in self.template_routes:
+            if entry.parsed is not None and entry.parsed.match(uri) is not None:
+                return entry.server, uri
+        return None
+
+    def route_template(self, uri_template: str) -> tuple[str, str] | None:
+        """(server, upstream template) for a completion `ref/resource`: exact template, else as a URI."""
+        qualified = _unqualify(uri_template)
+        if qualified is not None:
+            return qualified if qualified[0] in self.servers else None
+        for entry in self.template_routes:
+            if entry.template.uri_template == uri_template:
+                return entry.server, uri_template
+        return self.route_uri(uri_template)
+
+
+class Catalogs:
+    """Every upstream's `ServerCatalog`, and each session's `CatalogView` computed once per state."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+        self._catalogs: dict[str, ServerCatalog] = {}
+        self._prefix: dict[str, bool] = {}
+        self._prompt_names: dict[str, dict[str, str]] = {}
+        self._views: dict[tuple[int, tuple[str, ...]], CatalogView] = {}
+        self._logged: set[str] = set()
+
+    @property
+    def servers(self) -> list[str]:
+        return sorted(self._catalogs)
+
+    def set_server_catalog(
+        self, server: str, resources: Iterable[types.Resource], templates: Iterable[types.ResourceTemplate],
+        prompts: Iterable[types.Prompt], *, prefix: bool = True,
+    ) -> None:
+        """Make these the server's whole catalog; bumps the generation only when something changed."""
+        catalog = ServerCatalog(tuple(resources), tuple(templates), tuple(prompts))
+        if self._catalogs.get(server) == catalog and self._prefix.get(server, True) == prefix:
+            return
+        if catalog.empty:
+            self._catalogs.pop(server, None)
+            self._prefix.pop(server, None)
+        else:
+            self._catalogs[server], self._prefix[server] = catalog, prefix
+        sources = {s: NameSource(frozenset(p.name for p in c.prompts), self._prefix[s])
+                   for s, c in self._catalogs.items()}
+        self._prompt_names, warnings = assign_names(sources)
+        for warning in warnings:
+            self._log_once(f"prompts: {warning}")
+        self._log_collisions()
+        self.registry.bump()
+
+    def remove_server(self, server: str) -> None:
+        self.set_server_catalog(server, (), (), ())
+
+    def view(self, servers: Iterable[str]) -> CatalogView:
+        """The aggregate over `servers` (those with a catalog), in server-name order."""
+        chosen = tuple(sorted(s for s in set(servers) if s in self._catalogs))
+        key = (self.registry.generation, chosen)
+        view = self._views.get(key)
+        if view is None:
+            if any(k[0] != key[0] for k in self._views):
+                self._views.clear()
+            view = self._views[key] = self._build(chosen)
+        return view
+
+    def _build(self, servers: tuple[str, ...]) -> CatalogView:
+        resources: list[types.Resource] = []
+        owners: dict[str, str] = {}
+        templates: list[types.ResourceTemplate] = []
+        routes: list[_Template] = []
+        seen_templates: set[str] = set()
+        prompts: list[types.Prompt] = []
+        prompt_routes: dict[str, tuple[str, str]] = {}
+        for server in servers:
+            catalog = self._catalogs[server]
+            for resource in catalog.resources:
+                if resource.uri in owners:
+                    resource = resource.model_copy(update={"uri": qualified_uri(server, resource.uri)})
+                owners.setdefault(resource.uri, server)
+                resources.append(resource)
+            for template in catalog.templates:
+                routes.append(_Template(server, template, _parse(template.uri_template)))
+                if template.uri_template in seen_templates:
+                    template = template.model_copy(
+                        update={"uri_template": qualified_uri(server, template.uri_template)})
+                seen_templates.add(template.uri_template)
+                templates.append(template)
+            for prompt in catalog.prompts:
+                name = self._prompt_names[server][prompt.name]
+                prompt_routes[name] = (server, prompt.name)
+                prompts.append(prompt.model_copy(update={"name": name}))
+        return CatalogView(servers, tuple(resources), tuple(templates), tuple(prompts), prompt_routes, owners,
+                           tuple(routes))
+
+    def _log_collisions(self) -> None:
+        first: dict[str, str] = {}
+        for server in self.servers:
+            catalog = self._catalogs[server]
+            for uri in [r.uri for r in catalog.resources] + [t.uri_template for t in catalog.templates]:
+                owner = first.setdefault(uri, server)
+                if owner != server:
+                    self._log_once(f"servers {owner} and {server} both list {uri!r}: {owner} owns it; "
+                                   f"{server}'s copy is {qualified_uri(server, uri)}")
+
+    def _log_once(self, message: str) -> None:
+        if message not in self._logged:
+            self._logged.add(message)
+            logger.warning("%s", message)
+
+
+def _parse(template: str) -> UriTemplate | None:
+    try:
+        return UriTemplate.parse(template)
+    except InvalidUriTemplate:
+        return None

@@ -1,0 +1,81 @@
+"""`logging/setLevel` per session, and upstream log messages that belong to no call.
+
+A session's level filters what it receives; it is also forwarded to the servers in its scope that
+take `logging/setLevel` (on a shared connection the last level set there wins, so each session's
+own filter is what holds). A log message tied to a call goes to that call's caller (see
+`proxy.upstream.InFlight`); one tied to none goes to the sessions that set a level admitting it
+and have the server in scope.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass
+
+import anyio
+from mcp import types
+
+from proxy.downstream._channels import RequestContext, admits, log_notification
+from proxy.downstream._protocol import Upstreams
+from proxy.errors import ToolbridgeError
+from proxy.views import Views
+
+logger = logging.getLogger(__name__)
+
+_MAX_SESSIONS = 4096
+_SEND_TIMEOUT = 5.0
+
+
+@dataclass
+class _Listener:
+    level: types.LoggingLevel
+    profile: str
+    send: Callable[[types.LoggingMessageNotification], Awaitable[None]]
+
+
+class SessionLogs:
+    """Each session's log level, and delivery of the log messages no call claimed."""
+
+    def __init__(self, views: Views, upstreams: Upstreams) -> None:
+        self.views = views
+        self.upstreams = upstreams
+        self._sessions: OrderedDict[Hashable, _Listener] = OrderedDict()
+
+    def level(self, key: Hashable | None) -> types.LoggingLevel | None:
+        listener = self._sessions.get(key) if key is not None else None
+        return listener.level if listener is not None else None
+
+    def forget(self, key: Hashable) -> None:
+        self._sessions.pop(key, None)
+
+    async def set_level(
+        self, ctx: RequestContext, key: Hashable | None, profile: str, level: types.LoggingLevel
+    ) -> types.EmptyResult:
+        if key is not None:
+            self._sessions[key] = _Listener(level, profile, ctx.session.send_notification)
+            self._sessions.move_to_end(key)
+            while len(self._sessions) > _MAX_SESSIONS:
+                self._sessions.popitem(last=False)
+        for server in self.views.for_profile(profile).servers:
+            if self.upstreams.logs(server):
+                try:
+                    await self.upstreams.request(server, "logging/setLevel", lambda c: c.set_logging_level(level))
+                except ToolbridgeError as exc:
+                    logger.info("%s", exc)
+        return types.EmptyResult()
+
+    async def deliver(self, server: str, params: types.LoggingMessageNotificationParams) -> None:
+        notification = log_notification(server, params)
+        for key, listener in list(self._sessions.items()):
+            in_scope = server in self.views.for_profile(listener.profile).servers
+            if not in_scope or not admits(listener.level, params.level):
+                continue
+            with anyio.move_on_after(_SEND_TIMEOUT):
+                try:
+                    await listener.send(notification)
+                    continue
+                except Exception as exc:  # a dead session must not stop the others' logs
+                    logger.debug("dropping a log listener whose connection failed: %s", exc)
+            self.forget(key)

@@ -1,0 +1,64 @@
+"""What the downstream handlers share: the fleet they route to, pagination, one mapping of errors.
+
+A tool call reports failures as an error result the model reads; the other requests (resources,
+prompts, completion, logging) answer with a JSON-RPC error instead, with the upstream's own code
+when it answered with one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol, TypeVar
+
+from mcp import Client, MCPError, types
+
+from proxy.errors import ToolbridgeError, UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from proxy.upstream import BackChannel, ProgressCallback
+
+PAGE_SIZE = 100
+T = TypeVar("T")
+
+
+def page(items: Sequence[T], cursor: str | None) -> tuple[list[T], str | None]:
+    """One page of `items` from an opaque cursor (an offset); a cursor we did not mint is an error.
+
+    Raises:
+        MCPError: the cursor is not one of ours.
+    """
+    start = 0
+    if cursor:
+        if not cursor.isdigit() or int(cursor) > len(items):
+            raise MCPError(types.INVALID_PARAMS, f"toolbridge: invalid cursor {cursor[:40]!r}")
+        start = int(cursor)
+    end = start + PAGE_SIZE
+    return list(items[start:end]), str(end) if end < len(items) else None
+
+
+def protocol_error(exc: ToolbridgeError) -> MCPError:
+    """The JSON-RPC error a downstream client gets for `exc`."""
+    if isinstance(exc, UpstreamTimeout):
+        return MCPError(types.REQUEST_TIMEOUT, str(exc))
+    if isinstance(exc, UpstreamUnavailable):
+        return MCPError(types.INTERNAL_ERROR, str(exc))
+    if isinstance(exc, UpstreamError):
+        return MCPError(exc.code if exc.code is not None else types.INTERNAL_ERROR, str(exc))
+    return MCPError(types.INVALID_PARAMS, str(exc))
+
+
+class Upstreams(Protocol):
+    """What the downstream side needs from the fleet."""
+
+    async def call_tool(
+        self,
+        server: str,
+        raw_name: str,
+        arguments: dict[str, Any],
+        progress_callback: ProgressCallback | None = None,
+        channel: BackChannel | None = None,
+    ) -> types.CallToolResult: ...
+
+    async def request(
+        self, server: str, what: str, operation: Callable[[Client], Awaitable[T]], channel: BackChannel | None = None
+    ) -> T: ...
+
+    def logs(self, server: str) -> bool: ...

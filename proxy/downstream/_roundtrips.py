@@ -1,0 +1,180 @@
+"""A 2026-era downstream call's way back: `InputRequiredResult` rounds.
+
+A 2026-07-28 client has no back-channel: when the upstream asks for sampling, elicitation or roots
+during the call, toolbridge answers the downstream request with an `InputRequiredResult` carrying
+those requests and an opaque `requestState`, and the client calls again with the answers. So the
+upstream call runs in a background task that outlives one downstream request: each downstream round
+waits for the call to finish or to need input. `requestState` is a random token bound to the
+session that started the call; a call nobody comes back for gives the upstream an error after
+`ANSWER_TIMEOUT` and is then forgotten.
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+from mcp import MCPError, types
+from mcp.server.connection import allowed_log_levels
+
+from proxy.downstream._channels import RequestContext, answer_type, log_notification, refusal
+
+ANSWER_TIMEOUT = 300.0  # how long an input request waits for the client to call again
+_COLLECT_TIMEOUT = 60.0  # how long a finished call waits for the round that collects it
+
+
+@dataclass
+class _Waiter:
+    request: types.InputRequest
+    answered: anyio.Event = field(default_factory=anyio.Event)
+    answer: Any = None
+
+
+@dataclass
+class _Pending:
+    token: str
+    session: Hashable
+    ctx: RequestContext
+    new: dict[str, _Waiter] = field(default_factory=dict)
+    asked: dict[str, _Waiter] = field(default_factory=dict)
+    result: types.CallToolResult | None = None
+    finished: bool = False
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    changed: anyio.Event = field(default_factory=anyio.Event)
+    collected: anyio.Event = field(default_factory=anyio.Event)
+
+    def poke(self) -> None:
+        self.changed.set()
+        self.changed = anyio.Event()
+
+    def answer(self, responses: dict[str, Any]) -> None:
+        """Hand each answer to its waiter; requests left unanswered are asked again next round."""
+        for key, waiter in list(self.asked.items()):
+            if key in responses:
+                raw = responses[key].model_dump(by_alias=True, exclude_none=True)
+                waiter.answer = answer_type(waiter.request).model_validate(raw, by_name=False)
+                waiter.answered.set()
+            else:
+                self.new[key] = waiter
+        self.asked.clear()
+
+
+class RoundTripChannel:
+    """The back channel of one 2026-era downstream call (`BackChannel`)."""
+
+    def __init__(self, pending: _Pending) -> None:
+        self._pending = pending
+        self._keys = itertools.count(1)
+
+    @property
+    def session(self) -> Hashable:
+        return self._pending.session
+
+    async def _relay(self, request: types.InputRequest) -> Any:
+        pending = self._pending
+        refused = refusal(pending.ctx, request)
+        if refused is not None:
+            return refused
+        waiter = _Waiter(request)
+        pending.new[f"toolbridge-{next(self._keys)}"] = waiter
+        pending.poke()
+        with anyio.move_on_after(ANSWER_TIMEOUT):
+            await waiter.answered.wait()
+            return waiter.answer
+        return types.ErrorData(code=types.REQUEST_TIMEOUT,
+                               message=f"toolbridge: the downstream client did not answer within {ANSWER_TIMEOUT:g} s")
+
+    async def sample(self, params: types.CreateMessageRequestParams) -> Any:
+        return await self._relay(types.CreateMessageRequest(params=params))
+
+    async def elicit(self, params: types.ElicitRequestParams) -> Any:
+        return await self._relay(types.ElicitRequest(params=params))
+
+    async def list_roots(self) -> Any:
+        return await self._relay(types.ListRootsRequest())
+
+    async def progress(self, value: float, total: float | None, message: str | None) -> None:
+        await self._pending.ctx.session.report_progress(value, total, message)
+
+    async def log(self, server: str, params: types.LoggingMessageNotificationParams) -> None:
+        ctx = self._pending.ctx
+        if params.level in allowed_log_levels(ctx.session.protocol_version, ctx.meta):
+            await ctx.session.send_notification(log_notification(server, params), related_request_id=ctx.request_id)
+
+
+Run = Callable[[RoundTripChannel], Awaitable[types.CallToolResult]]
+
+
+class RoundTrips:
+    """The 2026-era calls in flight across downstream requests, by `requestState` token."""
+
+    def __init__(self) -> None:
+        self._pending: dict[str, _Pending] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Host the background calls until cancelled."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            task_status.started()
+            await anyio.sleep_forever()
+
+    async def call(
+        self, ctx: RequestContext, session: Hashable, params: types.CallToolRequestParams, run: Run
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Start `run` (or, with a `requestState`, resume it with the client's answers) and wait for
+        its result or its next input requests.
+
+        Raises:
+            MCPError: the `requestState` is unknown, expired or another session's.
+        """
+        if params.request_state is not None:
+            pending = self._pending.get(params.request_state)
+            if pending is None or pending.session != session:
+                raise MCPError(types.INVALID_PARAMS, "toolbridge: unknown or expired requestState")
+            pending.ctx = ctx
+            pending.answer(dict(params.input_responses or {}))
+        else:
+            assert self._tg is not None, "RoundTrips.run is not running"
+            pending = _Pending(secrets.token_urlsafe(24), session, ctx)
+            self._pending[pending.token] = pending
+            self._tg.start_soon(self._run, pending, run)
+        return await self._next(pending)
+
+    async def _run(self, pending: _Pending, run: Run) -> None:
+        try:
+            with pending.scope:
+                pending.result = await run(RoundTripChannel(pending))
+        finally:
+            pending.finished = True
+            pending.poke()
+        try:
+            with anyio.move_on_after(_COLLECT_TIMEOUT):
+                await pending.collected.wait()
+        finally:
+            self._pending.pop(pending.token, None)
+
+    async def _next(self, pending: _Pending) -> types.CallToolResult | types.InputRequiredResult:
+        try:
+            while True:
+                if pending.result is not None:
+                    pending.collected.set()
+                    return pending.result
+                if pending.finished:
+                    raise MCPError(types.INTERNAL_ERROR, "toolbridge: the call ended without a result")
+                if pending.new:
+                    handed, pending.new = pending.new, {}
+                    pending.asked.update(handed)
+                    return types.InputRequiredResult(
+                        input_requests={key: waiter.request for key, waiter in handed.items()},
+                        request_state=pending.token,
+                    )
+                await pending.changed.wait()
+        except anyio.get_cancelled_exc_class():
+            pending.scope.cancel()  # the client gave up on this call
+            raise

@@ -1,0 +1,62 @@
+"""The audit log: one JSON line per tool call, rotated, never a secret."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from logging.handlers import RotatingFileHandler
+from pathlib import Path
+from typing import Any
+
+from proxy.config import AuditConfig
+from proxy.downstream import CallRecord
+from proxy.errors import redact
+
+__all__ = ["AuditLog", "argument_digest"]
+
+
+def argument_digest(arguments: Any) -> str:
+    """A stable hash of the arguments: equal calls can be matched without storing what was sent."""
+    canonical = json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class AuditLog:
+    """Writes `CallRecord`s to `<config dir>/<path>` as JSON lines (mode 0600, rotated by size)."""
+
+    def __init__(self, config_dir: Path, settings: AuditConfig) -> None:
+        path = Path(settings.path) if Path(settings.path).is_absolute() else config_dir / settings.path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(mode=0o600, exist_ok=True)
+        os.chmod(path, 0o600)
+        self.path = path
+        self.arguments = settings.arguments
+        self._handler = RotatingFileHandler(path, maxBytes=settings.max_bytes, backupCount=settings.backups,
+                                            encoding="utf-8")
+        self._logger = logging.Logger(f"toolbridge.audit.{path}")  # not in the logging tree: never on stderr
+        self._logger.addHandler(self._handler)
+
+    def record(self, call: CallRecord) -> None:
+        entry: dict[str, Any] = {
+            "time": call.started,
+            "session": call.session,
+            "profile": call.profile,
+            "client": call.client,
+            "client_version": call.client_version,
+            "tool": call.tool,
+            "server": call.server,
+            "via": call.via,
+            "duration_ms": round(call.duration * 1000, 3),
+            "outcome": call.outcome,
+            "error": call.error,
+        }
+        if self.arguments == "hash":
+            entry["arguments"] = argument_digest(call.arguments)
+        elif self.arguments == "full":
+            entry["arguments"] = call.arguments
+        self._logger.info(redact(json.dumps(entry, ensure_ascii=False, default=str)))
+
+    def close(self) -> None:
+        self._handler.close()

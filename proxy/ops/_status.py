@@ -1,0 +1,82 @@
+"""`GET /status`: the running proxy as an operator needs to see it, all text redacted."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from proxy.config import Config
+from proxy.errors import redact
+from proxy.upstream import Fleet
+from proxy.views import Views
+
+__all__ = ["status_report"]
+
+
+def _iso(timestamp: float | None) -> str | None:
+    if timestamp is None:
+        return None
+    return datetime.datetime.fromtimestamp(timestamp, datetime.UTC).isoformat(timespec="seconds")
+
+
+def status_report(config: Config, fleet: Fleet, views: Views) -> dict[str, Any]:
+    upstreams = [
+        {
+            "server": s.name,
+            "state": s.state.value,
+            "transport": s.transport,
+            "protocol_version": s.protocol_version,
+            "tools": s.tools,
+            "reason": redact(s.reason),
+            "last_error": redact(s.last_error) if s.last_error else None,
+            "restarts": s.restarts,
+            "connected_since": _iso(s.connected_since),
+        }
+        for s in fleet.status()
+    ]
+    profiles = {}
+    for name in sorted(views.toolsets.profiles):
+        view = views.for_profile(name)
+        surface = view.surface
+        profiles[name] = {
+            "tier": surface.tier,
+            "form": surface.form,
+            "budget": surface.budget,
+            "listing_tokens": surface.listing_tokens,
+            "context_tokens": view.context_tokens,
+            "core_tools": len(view.core),
+            "deferred_tools": surface.deferred_count,
+        }
+    return {
+        "upstreams": upstreams,
+        "profiles": profiles,
+        "config_problems": [str(problem) for problem in config.problems],
+        "config_warnings": [redact(warning) for warning in config.warnings],
+    }
+
+
+UPSTREAM_COLUMNS = ("server", "state", "transport", "protocol", "tools", "restarts", "connected since", "last error")
+PROFILE_COLUMNS = ("profile", "tier", "form", "budget", "listing tokens", "core", "deferred")
+
+
+def status_rows(report: dict[str, Any]) -> tuple[list[list[str]], list[list[str]]]:
+    """The report as two tables of text (upstreams, profiles), for `toolbridge status`."""
+    upstreams = [
+        [u["server"], u["state"], u["transport"], u["protocol_version"] or "-", str(u["tools"]), str(u["restarts"]),
+         u["connected_since"] or "-", u["last_error"] or ""]
+        for u in report["upstreams"]
+    ]
+    profiles = [
+        [name, p["tier"], p["form"], str(p["budget"]), str(p["listing_tokens"]), str(p["core_tools"]),
+         str(p["deferred_tools"])]
+        for name, p in report["profiles"].items()
+    ]
+    return upstreams, profiles
+
+
+def plain_table(columns: tuple[str, ...], rows: list[list[str]]) -> str:
+    """Columns aligned with spaces, no colour: for pipes, files and logs."""
+    widths = [max(len(cell) for cell in column) for column in zip(columns, *rows, strict=True)]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+             for row in (list(columns), *rows)]
+    return "\n".join(lines)

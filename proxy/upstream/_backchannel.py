@@ -1,0 +1,147 @@
+"""The way back from an upstream to the downstream caller whose request it is serving.
+
+While a tool runs, an upstream may ask its client (toolbridge) for sampling, elicitation or roots,
+and may log about the call. Those must reach the downstream session that made the call. On a
+2026-era connection the requests come back inside the call itself (`InputRequiredResult` rounds
+that the SDK drives in the caller's task), so the context variable set around the call names the
+caller exactly. On a handshake-era connection they arrive on the connection with nothing on the
+wire linking them to a request: the connection's ledger of calls in flight names the caller when
+all of them come from one downstream session, and otherwise the upstream gets a clear error (never
+a hang). Log messages that name no caller go to the fleet's notice sink instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+from mcp import types
+from mcp.client.context import ClientRequestContext
+
+__all__ = ["BackChannel", "InFlight", "NoticeSink", "client_callbacks"]
+
+NoticeSink = Callable[[str, types.ServerNotification], Awaitable[None]]
+SamplingAnswer = types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData
+_LOG_DRAIN_TIMEOUT = 5.0
+
+
+class BackChannel(Protocol):
+    """One downstream call's way back; `session` identifies the downstream session it belongs to."""
+
+    @property
+    def session(self) -> Hashable: ...
+
+    async def sample(self, params: types.CreateMessageRequestParams) -> SamplingAnswer: ...
+
+    async def elicit(self, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData: ...
+
+    async def list_roots(self) -> types.ListRootsResult | types.ErrorData: ...
+
+    async def log(self, server: str, params: types.LoggingMessageNotificationParams) -> None: ...
+
+
+_current: ContextVar[BackChannel | None] = ContextVar("toolbridge_back_channel", default=None)
+
+
+@dataclass
+class _Call:
+    channel: BackChannel
+    logs_pending: int = 0
+    drained: anyio.Event = field(default_factory=anyio.Event)
+
+
+class InFlight:
+    """The calls in flight on one connection, each with its downstream back channel."""
+
+    def __init__(self) -> None:
+        self._calls: list[_Call] = []
+
+    @asynccontextmanager
+    async def call(self, channel: BackChannel | None) -> AsyncIterator[None]:
+        """Around one upstream call: its requests and logs find `channel` while it runs.
+
+        On the way out, log messages already received for the call are delivered first, so they
+        reach the caller before the call's own answer does.
+        """
+        if channel is None:
+            yield
+            return
+        entry = _Call(channel)
+        token = _current.set(channel)
+        self._calls.append(entry)
+        try:
+            yield
+        finally:
+            _current.reset(token)
+            self._calls.remove(entry)
+            if entry.logs_pending:
+                with anyio.move_on_after(_LOG_DRAIN_TIMEOUT, shield=True):
+                    await entry.drained.wait()
+
+    def _caller(self) -> _Call | None:
+        """The call whose caller is unambiguous: this task's own, else the only session's latest."""
+        own = _current.get()
+        if own is not None:
+            return next((c for c in reversed(self._calls) if c.channel is own), _Call(own))
+        if self._calls and len({c.channel.session for c in self._calls}) == 1:
+            return self._calls[-1]
+        return None
+
+    def channel(self) -> BackChannel | None:
+        call = self._caller()
+        return call.channel if call is not None else None
+
+    async def log(self, server: str, params: types.LoggingMessageNotificationParams, unrelated: NoticeSink) -> None:
+        call = self._caller()
+        if call is None:
+            await unrelated(server, types.LoggingMessageNotification(params=params))
+            return
+        if not call.logs_pending:
+            call.drained = anyio.Event()
+        call.logs_pending += 1
+        try:
+            await call.channel.log(server, params)
+        finally:
+            call.logs_pending -= 1
+            if not call.logs_pending:
+                call.drained.set()
+
+
+def _no_caller(server: str, what: str) -> types.ErrorData:
+    return types.ErrorData(
+        code=types.INVALID_REQUEST,
+        message=f"toolbridge: {what} from server {server} reached no downstream caller "
+                "(none, or several sessions, have calls in flight on it)",
+    )
+
+
+def client_callbacks(server: str, in_flight: InFlight, notices: NoticeSink) -> dict[str, Any]:
+    """The `Client` callbacks that relay a server→client request to its caller, and route logs."""
+
+    async def sampling(context: ClientRequestContext, params: types.CreateMessageRequestParams) -> SamplingAnswer:
+        channel = in_flight.channel()
+        return await channel.sample(params) if channel is not None else _no_caller(server, "a sampling request")
+
+    async def elicitation(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        channel = in_flight.channel()
+        return await channel.elicit(params) if channel is not None else _no_caller(server, "an elicitation")
+
+    async def list_roots(context: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
+        channel = in_flight.channel()
+        return await channel.list_roots() if channel is not None else _no_caller(server, "a roots request")
+
+    async def logging(params: types.LoggingMessageNotificationParams) -> None:
+        await in_flight.log(server, params, notices)
+
+    return {
+        "sampling_callback": sampling,
+        "elicitation_callback": elicitation,
+        "list_roots_callback": list_roots,
+        "logging_callback": logging,
+    }

@@ -1,0 +1,130 @@
+"""Everything but tools through `toolbridge serve` (stdio), from SDK clients of both protocol eras.
+
+The upstreams are real: the conformance fixture (an SDK server; toolbridge reaches it in the
+2026-07-28 era) and `@modelcontextprotocol/server-everything` (TypeScript, handshake era). The
+downstream clients are SDK clients in `legacy` (2025-11-25) and `auto` (2026-07-28) mode: sampling
+and elicitation reach them as requests on the call's stream or as input-required rounds.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+from fleetdir import REPO, serve_stdio
+from mcp import Client, types
+
+pytestmark = pytest.mark.anyio
+
+FIXTURE = REPO / "tests" / "servers" / "conformance_fixture.py"
+EVERYTHING = REPO / ".venv" / "bin" / "mcp-server-everything"
+MODES = ["legacy", "auto"]
+
+
+def _config(directory: Path, upstreams: dict[str, dict[str, Any]]) -> Path:
+    (directory / "upstreams").mkdir(parents=True)
+    for name, spec in upstreams.items():
+        (directory / "upstreams" / f"{name}.yaml").write_text(yaml.safe_dump({**spec, "connect_timeout": 30}))
+    (directory / "toolsets.yaml").write_text(yaml.safe_dump({"startup_wait": 30}))
+    return directory
+
+
+async def _sample(ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    prompt = params.messages[0].content
+    text = prompt.text if isinstance(prompt, types.TextContent) else "?"
+    return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text=f"hi to {text}"),
+                                     model="test-model")
+
+
+async def _elicit(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    assert isinstance(params, types.ElicitRequestFormParams)
+    return types.ElicitResult(action="accept", content={"username": "u", "email": "e@example.com", "name": "Ada"})
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_bridge_tool_call_relays_sampling_and_elicitation_to_the_caller(mode: str, tmp_path: Path) -> None:
+    config = _config(tmp_path, {"fixture": {"command": sys.executable, "args": [str(FIXTURE)]}})
+    with anyio.fail_after(60):
+        async with Client(serve_stdio(config), mode=mode, sampling_callback=_sample,
+                          elicitation_callback=_elicit) as client:
+            assert {t.name for t in (await client.list_tools()).tools} == {"tool_search", "tool_describe",
+                                                                          "tool_call"}
+            sampled = await client.call_tool("tool_call", {"name": "fixture__test_sampling",
+                                                           "arguments": {"prompt": "Say hi"}})
+            elicited = await client.call_tool("tool_call", {"name": "fixture__test_elicitation",
+                                                            "arguments": {"message": "Who?"}})
+    assert not sampled.is_error and _text(sampled) == "LLM response: hi to Say hi"
+    assert not elicited.is_error
+    assert _text(elicited) == ('User response: action=accept, content={"username": "u", '
+                               '"email": "e@example.com", "name": "Ada"}')
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_client_without_sampling_gives_the_upstream_a_clear_error(mode: str, tmp_path: Path) -> None:
+    config = _config(tmp_path, {"fixture": {"command": sys.executable, "args": [str(FIXTURE)]}})
+    with anyio.fail_after(60):
+        async with Client(serve_stdio(config), mode=mode) as client:
+            result = await client.call_tool("tool_call", {"name": "fixture__test_sampling",
+                                                          "arguments": {"prompt": "Say hi"}})
+    assert result.is_error
+    assert "the downstream client does not support sampling" in _text(result)
+
+
+@pytest.mark.skipif(not EVERYTHING.exists(), reason="server-everything not installed: run scripts/setup.sh")
+@pytest.mark.parametrize("mode", MODES)
+async def test_server_everything_resources_prompts_completion_sampling_and_elicitation(
+    mode: str, tmp_path: Path
+) -> None:
+    config = _config(tmp_path, {"everything": {"command": str(EVERYTHING), "args": ["stdio"]}})
+    with anyio.fail_after(90):
+        async with Client(serve_stdio(config), mode=mode, sampling_callback=_sample,
+                          elicitation_callback=_elicit) as client:
+            capabilities = client.server_capabilities
+            resources = (await client.list_resources()).resources
+            templates = (await client.list_resource_templates()).resource_templates
+            read = await client.read_resource("demo://resource/dynamic/text/7")
+            prompts = {p.name for p in (await client.list_prompts()).prompts}
+            prompt = await client.get_prompt("everything__args-prompt", {"city": "Paris", "state": "IDF"})
+            completion = await client.complete(
+                types.PromptReference(type="ref/prompt", name="everything__completable-prompt"),
+                {"name": "department", "value": "E"})
+            sampled = await client.call_tool("tool_call", {"name": "everything__trigger-sampling-request",
+                                                           "arguments": {"prompt": "Say hi"}})
+            elicited = await client.call_tool("tool_call", {"name": "everything__trigger-elicitation-request",
+                                                            "arguments": {}})
+    assert capabilities.resources is not None and capabilities.prompts is not None
+    assert capabilities.completions is not None
+    assert "demo://resource/static/document/architecture.md" in {r.uri for r in resources}
+    assert "demo://resource/dynamic/text/{resourceId}" in {t.uri_template for t in templates}
+    assert read.contents[0].uri == "demo://resource/dynamic/text/7"
+    assert {"everything__simple-prompt", "everything__args-prompt", "everything__completable-prompt"} <= prompts
+    assert "Paris" in str(prompt.messages[0].content)
+    assert completion.completion.values == ["Engineering"]
+    assert not sampled.is_error and "hi to Resource trigger-sampling-request context: Say hi" in _text(sampled)
+    assert not elicited.is_error and "Name: Ada" in _text(elicited)
+
+
+@pytest.mark.skipif(not EVERYTHING.exists(), reason="server-everything not installed: run scripts/setup.sh")
+async def test_server_everything_logs_reach_a_session_that_set_a_level(tmp_path: Path) -> None:
+    config = _config(tmp_path, {"everything": {"command": str(EVERYTHING), "args": ["stdio"]}})
+    received: list[types.LoggingMessageNotificationParams] = []
+    arrived = anyio.Event()
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        received.append(params)
+        arrived.set()
+
+    with anyio.fail_after(60):
+        async with Client(serve_stdio(config), mode="legacy", logging_callback=on_log) as client:
+            await client.set_logging_level("debug")
+            await client.call_tool("tool_call", {"name": "everything__toggle-simulated-logging", "arguments": {}})
+            await arrived.wait()
+    assert received[0].logger is not None and received[0].logger.startswith("everything")
