@@ -21,13 +21,15 @@ import keyring
 import pytest
 from conftest import free_port, serve_app
 from keyring.backend import KeyringBackend
-from mcp import types
+from mcp import Client, types
 from servers.harness import running_fleet, wait_for
 from servers.oauth_upstream import AuthServer, consent, oauth_app
 
-from proxy.config import OAuthSettings, UpstreamConfig
+from proxy.config import OAuthSettings, ToolsetsConfig, UpstreamConfig
+from proxy.downstream import ChangeNotifier, Handlers, build_server
 from proxy.errors import UpstreamNeedsAuth, UpstreamRefused
 from proxy.upstream import Fleet, UpstreamState, login
+from proxy.views import Views
 
 pytestmark = pytest.mark.anyio
 
@@ -214,3 +216,62 @@ async def test_a_refused_consent_is_a_clear_error(tmp_path: Path) -> None:
     async with oauth_upstream() as (_auth, config):
         with anyio.fail_after(20), pytest.raises(UpstreamRefused, match="refused"):
             await login(config, tmp_path, show_url=deny)
+
+
+@asynccontextmanager
+async def downstream(fleet: Fleet, registry: Any) -> AsyncIterator[Any]:
+    """The downstream SDK server in front of `fleet`, every tool listed as it is (pass-through)."""
+    views = Views(registry, ToolsetsConfig.model_validate({"tool_search": {"enabled": "off"}}), fleet.availability)
+    notifier = ChangeNotifier(views)
+    handlers = Handlers(views, fleet, notifier, fleet_ready=fleet.ready, startup_wait=5)
+    async with anyio.create_task_group() as tg:
+        await tg.start(notifier.run)
+        await tg.start(handlers.run)
+        yield build_server(handlers)
+        tg.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def needing_consent(tmp_path: Path, auth: AuthServer, config: UpstreamConfig) -> AsyncIterator[Any]:
+    """A fleet whose OAuth upstream was connected (its tools known) and then had its tokens revoked."""
+    with anyio.fail_after(20):
+        await login(config, tmp_path, show_url=consent)
+    async with running_fleet([config], tmp_path, keepalive=0.05, login_poll=0.02) as (fleet, registry):
+        with anyio.fail_after(20):
+            await fleet.wait_state("web", UpstreamState.READY)
+            auth.revoke_everything()
+            await fleet.wait_state("web", UpstreamState.NEEDS_AUTH)
+        async with downstream(fleet, registry) as server:
+            yield fleet, server
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_call_asks_its_client_to_open_the_authorization_url_then_completes(
+    tmp_path: Path, mode: str, logs: pytest.LogCaptureFixture
+) -> None:
+    asked: list[types.ElicitRequestParams] = []
+    async with oauth_upstream() as (auth, config), needing_consent(tmp_path, auth, config) as (fleet, server), \
+            anyio.create_task_group() as browser:
+
+        async def open_in_browser(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+            asked.append(params)
+            assert isinstance(params, types.ElicitRequestURLParams)
+            browser.start_soon(consent, params.url)  # the user signs in after the client said "opening"
+            return types.ElicitResult(action="accept")
+
+        async with Client(server, mode=mode, elicitation_callback=open_in_browser) as client:
+            with anyio.fail_after(30):
+                result = await client.call_tool("web__echo", {"text": "after consent"})
+        assert not result.is_error and text(result) == "after consent", result
+        assert len(asked) == 1 and "web" in asked[0].message and auth.consents == 2
+        assert fleet.status()[0].state is UpstreamState.READY
+        assert_nothing_leaked(auth, logs, fleet)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_client_that_cannot_open_urls_is_told_to_run_login(tmp_path: Path, mode: str) -> None:
+    async with oauth_upstream() as (auth, config), needing_consent(tmp_path, auth, config) as (fleet, server), \
+            Client(server, mode=mode) as client:
+        result = await client.call_tool("web__echo", {"text": "hi"})
+        assert result.is_error and "toolbridge login web" in text(result)
+        assert fleet.status()[0].state is UpstreamState.NEEDS_AUTH and auth.consents == 1

@@ -76,6 +76,7 @@ async def toolbridge(tmp_path: Path, port: int, settings: ToolsetsConfig) -> Asy
         notifier = ChangeNotifier(gateway.views)
         await tg.start(notifier.run)
         handlers = Handlers(gateway.views, gateway.fleet, notifier, fleet_ready=gateway.fleet.ready, startup_wait=5)
+        await tg.start(handlers.run)
         app = HttpApp(build_server(handlers), security=transport_security("127.0.0.1"), auth_token=None,
                       has_profile=gateway.views.has_profile, health=gateway.health,
                       resource=ProtectedResource(settings.auth, tmp_path))

@@ -32,6 +32,7 @@ from proxy.upstream._availability import Availability
 from proxy.upstream._backchannel import BackChannel, NoticeSink
 from proxy.upstream._backoff import next_delay
 from proxy.upstream._connection import Connection, ProgressCallback, TransportChoice, connect
+from proxy.upstream._login import login_by_elicitation
 from proxy.upstream._oauth import LOGIN_POLL, wait_for_login
 
 logger = logging.getLogger(__name__)
@@ -103,6 +104,7 @@ class _Upstream:
     connected_since: float | None = None
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     state_changed: anyio.Event = field(default_factory=anyio.Event)
+    consent: anyio.Lock = field(default_factory=anyio.Lock)
 
     @property
     def name(self) -> str:
@@ -234,8 +236,11 @@ class Fleet:
         Cancelling the caller cancels the upstream request; progress is passed through, and the
         upstream's sampling, elicitation, roots requests and logs go to `channel`. A call
         that finds the upstream's session gone (it restarted) is retried once after reconnecting.
+        A call to a server that needs the user's consent asks for it through `channel` (a URL
+        elicitation) and goes ahead once the server is connected.
 
         Raises:
+            UpstreamNeedsAuth: the server needs consent and the caller cannot give it.
             UpstreamUnavailable: the server is not connected, or died during the call.
             UpstreamTimeout: no answer within the server's `timeout`.
             UpstreamError: the upstream answered with a protocol error.
@@ -245,7 +250,7 @@ class Fleet:
             raise UpstreamUnavailable(server, "no such upstream")
         conn = up.connection
         if up.state is UpstreamState.NEEDS_AUTH:
-            raise UpstreamNeedsAuth(server)
+            conn = await self._consent_for_call(up, channel)
         if up.state is not UpstreamState.READY or conn is None:
             raise UpstreamUnavailable(server, f"temporarily unavailable ({up.reason})")
         try:
@@ -396,6 +401,21 @@ class Fleet:
         up.failures = 0
         self._set_state(up, UpstreamState.NEEDS_AUTH, error.reason)
         await wait_for_login(up.config, self._config_dir, self._reprobe, self._login_poll)
+
+    async def _consent_for_call(self, up: _Upstream, channel: BackChannel | None) -> Connection | None:
+        """Ask the caller's user to authorize (URL elicitation), then wait for the new connection.
+
+        Raises:
+            UpstreamNeedsAuth: no caller to ask, its client cannot open a URL, or the user declined.
+        """
+        if channel is None:
+            raise UpstreamNeedsAuth(up.name)
+        async with up.consent:  # one authorization at a time: they share the redirect port
+            if up.state is UpstreamState.NEEDS_AUTH:
+                await login_by_elicitation(up.config, self._config_dir, channel)
+        with anyio.move_on_after(up.config.connect_timeout + self._login_poll):
+            await self.wait_state(up.name, UpstreamState.READY)
+        return up.connection
 
     # --- state bookkeeping -----------------------------------------------------------------------
 

@@ -1,23 +1,28 @@
-"""`toolbridge login <server>`: the user's consent for an OAuth upstream, from a terminal.
+"""The user's consent for an OAuth upstream: `toolbridge login <server>` from a terminal, or a
+URL-mode elicitation to the session whose tool call needs it.
 
 The loopback redirect listener starts first (so the browser never meets a closed port), then the
-authorization URL is shown, and the SDK's flow waits for the redirect to deliver the code and the
-state it checks. The listener answers one well-formed `/callback` and nothing else.
+authorization URL is shown (printed, or sent to the calling client to open), and the SDK's flow
+waits for the redirect to deliver the code and the state it checks. The listener answers one
+well-formed `/callback` and nothing else.
 """
 
 from __future__ import annotations
 
 import html
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import anyio.abc
+from mcp import types
 from mcp.client.auth import AuthorizationCodeResult
 
 from proxy.config import UpstreamConfig
-from proxy.errors import UpstreamError, UpstreamRefused
+from proxy.errors import UpstreamError, UpstreamNeedsAuth, UpstreamRefused
+from proxy.upstream._backchannel import BackChannel
 from proxy.upstream._connection import connect
 from proxy.upstream._oauth import OpenUrl, oauth_auth
 
@@ -34,7 +39,7 @@ class _Callback:
     server: str
     result: AuthorizationCodeResult | None = None
     refused: str | None = None
-    failure: UpstreamRefused | None = None
+    failure: UpstreamError | None = None
     arrived: anyio.Event = field(default_factory=anyio.Event)
 
     async def handle(self, stream: anyio.abc.SocketStream) -> None:
@@ -105,7 +110,11 @@ async def login(
 
     async def open_url(url: str) -> None:
         callback.check_not_failed()
-        await show_url(url)
+        try:
+            await show_url(url)
+        except UpstreamError as exc:
+            callback.failure = exc
+            raise
 
     async def wait_for_code() -> AuthorizationCodeResult:
         return await callback.wait(timeout)
@@ -123,3 +132,24 @@ async def login(
     if failure is not None:
         raise failure
     return count
+
+
+async def login_by_elicitation(
+    config: UpstreamConfig, config_dir: Path, channel: BackChannel, *, timeout: float = LOGIN_TIMEOUT
+) -> None:
+    """Ask the calling session to open the authorization URL (URL-mode elicitation), then finish the login.
+
+    Raises:
+        UpstreamNeedsAuth: the client cannot show a URL, or the user declined.
+        UpstreamError: the authorization failed otherwise (refused at the server, timed out).
+    """
+    async def ask(url: str) -> None:
+        params = types.ElicitRequestURLParams(
+            message=f"toolbridge needs your authorization to use {config.name}: sign in at this link.",
+            url=url, elicitation_id=secrets.token_urlsafe(16),
+        )
+        answer = await channel.elicit(params)
+        if not isinstance(answer, types.ElicitResult) or answer.action != "accept":
+            raise UpstreamNeedsAuth(config.name)
+
+    await login(config, config_dir, show_url=ask, timeout=timeout)
