@@ -36,7 +36,7 @@ from servers.oauth_upstream import consent
 
 from proxy import cli
 from proxy.app import run_gateway
-from proxy.config import Config, ToolsetsConfig
+from proxy.config import Config, ToolsetsConfig, load_toolsets
 from proxy.downstream import (
     ChangeNotifier,
     Handlers,
@@ -46,6 +46,7 @@ from proxy.downstream import (
     build_server,
     transport_security,
 )
+from proxy.errors import ConfigError
 
 pytestmark = pytest.mark.anyio
 
@@ -88,10 +89,16 @@ async def toolbridge(tmp_path: Path, port: int, settings: ToolsetsConfig) -> Asy
 
 
 @asynccontextmanager
-async def deployment(tmp_path: Path, **auth: Any) -> AsyncIterator[tuple[Issuer, str]]:
-    """An issuer publishing its JWKS, and toolbridge trusting it."""
+async def deployment(
+    tmp_path: Path, *, introspection_secret: str | None = None, **auth: Any
+) -> AsyncIterator[tuple[Issuer, str]]:
+    """An issuer publishing its JWKS (and introspecting), and toolbridge trusting it (by
+    introspection with `introspection_secret`, else by the JWKS)."""
     issuer_port, port = free_port(), free_port()
     issuer = Issuer(f"http://127.0.0.1:{issuer_port}", audience=f"http://127.0.0.1:{port}/mcp")
+    if introspection_secret is not None:
+        endpoint = {"url": f"{issuer.base}/introspect", "client_id": "toolbridge"}
+        auth = {"jwks_url": None, "introspection": {**endpoint, "client_secret": introspection_secret}, **auth}
     async with serve_app(issuer_app(issuer), issuer_port), toolbridge(tmp_path, port, toolsets(issuer, **auth)) as base:
         yield issuer, base
 
@@ -212,6 +219,25 @@ async def test_keys_can_come_from_a_file(tmp_path: Path) -> None:
         assert (await post(f"{base}/mcp", forged(issuer))).status_code == 401
 
 
+async def test_introspection_vouches_for_tokens_and_its_answers_are_cached(tmp_path: Path) -> None:
+    async with deployment(tmp_path, introspection_secret=Issuer.introspection_secret) as (issuer, base):
+        ops = issuer.token(groups=["ops-team"])
+        assert await tool_names(f"{base}/mcp", ops) == OPS_TOOLS
+        asked = issuer.introspections
+        assert await tool_names(f"{base}/mcp", ops) == OPS_TOOLS
+        assert issuer.introspections == asked  # one question per token, not per request
+        refused = {kind: (await post(f"{base}/mcp", BAD_TOKENS[kind](issuer))).status_code
+                   for kind in ("wrong audience", "expired", "bad signature", "not a jwt")}
+        assert refused == dict.fromkeys(refused, 401)
+        assert issuer.jwks_fetches == 0
+
+
+async def test_introspection_with_wrong_credentials_lets_nothing_in(tmp_path: Path) -> None:
+    async with deployment(tmp_path, introspection_secret="wrong") as (issuer, base):
+        assert (await post(f"{base}/mcp", issuer.token(groups=["admins"]))).status_code == 401
+        assert issuer.introspections == 1
+
+
 async def test_an_sdk_client_discovers_the_issuer_and_gets_its_profile(tmp_path: Path) -> None:
     issuer_port, port = free_port(), free_port()
     issuer = Issuer(f"http://127.0.0.1:{issuer_port}", audience=f"http://127.0.0.1:{port}/mcp")
@@ -282,8 +308,8 @@ def test_http_serving_refuses_to_lose_its_auth(tmp_path: Path, toolsets_yaml: st
 
 
 @pytest.mark.parametrize(("auth", "message"), [
-    ({"jwks_url": None}, "give one of 'jwks_url' or 'jwks_file'"),
-    ({"jwks_file": "k.json"}, "give one of 'jwks_url' or 'jwks_file'"),
+    ({"jwks_url": None}, "give one of 'jwks_url', 'jwks_file' or 'introspection'"),
+    ({"jwks_file": "k.json"}, "give one of 'jwks_url', 'jwks_file' or 'introspection'"),
     ({"profiles": {"admins": "nosuch"}}, "unknown profiles: nosuch"),
     ({"profile_claim": None}, "set it"),
     ({"audience": "api://toolbridge"}, "must be the http(s) URL"),
@@ -293,3 +319,15 @@ def test_auth_settings_are_checked(auth: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         toolsets(issuer, **auth)
 
+
+
+def test_the_auth_block_takes_its_secret_from_the_environment(tmp_path: Path) -> None:
+    path = tmp_path / "toolsets.yaml"
+    path.write_text("auth:\n  issuer: https://id.example\n  audience: https://tb.example/mcp\n  introspection:\n"
+                    "    url: https://id.example/introspect\n    client_id: toolbridge\n"
+                    "    client_secret: ${TB_INTROSPECTION_SECRET}\n")
+    settings, _ = load_toolsets(path, {"TB_INTROSPECTION_SECRET": "from-the-environment"})
+    assert settings.auth and settings.auth.introspection
+    assert settings.auth.introspection.client_secret == "from-the-environment"
+    with pytest.raises(ConfigError, match=r"yaml:7: auth.introspection.client_secret: .*TB_INTROSPECTION_SECRET"):
+        load_toolsets(path, {})

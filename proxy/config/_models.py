@@ -157,13 +157,21 @@ class ToolSearchSettings(_Frozen):
     semantic: Literal["on", "off"] = "off"
 
 
+class Introspection(_Frozen):
+    """RFC 7662 token introspection: the endpoint, and toolbridge's credentials for it."""
+
+    url: str
+    client_id: str
+    client_secret: str
+
+
 class ResourceAuth(_Frozen):
     """`auth:` in `toolsets.yaml`: the HTTP endpoint as an OAuth protected resource (RFC 9728).
 
-    Tokens are JWTs from `issuer` for `audience`, checked against a JWKS (`jwks_url` or
-    `jwks_file`). `profiles` maps values of the `profile_claim` claim to profiles, first match
-    wins, so a user's scope follows their identity. `resource` is the URL clients connect to
-    (published in the metadata); it defaults to the audience.
+    Tokens from `issuer` for `audience` are checked either as JWTs against a JWKS (`jwks_url` or
+    `jwks_file`) or by asking the issuer (`introspection`). `profiles` maps values of the
+    `profile_claim` claim to profiles, first match wins, so a user's scope follows their identity.
+    `resource` is the URL clients connect to (published in the metadata); it defaults to the audience.
     """
 
     issuer: str
@@ -171,14 +179,15 @@ class ResourceAuth(_Frozen):
     resource: str | None = None
     jwks_url: str | None = None
     jwks_file: str | None = None
+    introspection: Introspection | None = None
     scopes_required: tuple[str, ...] = ()
     profile_claim: str | None = None
     profiles: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _consistent(self) -> ResourceAuth:
-        if (self.jwks_url is None) == (self.jwks_file is None):
-            raise ValueError("give one of 'jwks_url' or 'jwks_file'")
+        if sum(source is not None for source in (self.jwks_url, self.jwks_file, self.introspection)) != 1:
+            raise ValueError("give one of 'jwks_url', 'jwks_file' or 'introspection'")
         if self.profiles and not self.profile_claim:
             raise ValueError("'profiles' maps values of 'profile_claim'; set it (e.g. profile_claim: groups)")
         if not re.match(r"https?://[^/\s]+", self.resource_url):

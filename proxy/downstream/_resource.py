@@ -1,7 +1,8 @@
 """The HTTP endpoint as an OAuth protected resource (RFC 9728), built from the SDK's server-side auth.
 
 The SDK gives the pieces: `ProtectedResourceMetadata` and its handler for
-`/.well-known/oauth-protected-resource`, `BearerAuthBackend` over our `JwtVerifier`, and
+`/.well-known/oauth-protected-resource`, `BearerAuthBackend` over our `TokenVerifier` (JWT or
+introspection), and
 `RequireAuthMiddleware`, which answers 401 with `WWW-Authenticate: Bearer resource_metadata=…`
 and 403 `insufficient_scope`. Ours is the last step: which profiles a token's claim allows, put in
 the ASGI scope for the MCP route to choose from.
@@ -16,13 +17,14 @@ from urllib.parse import urlparse
 
 from mcp.server.auth.handlers.metadata import ProtectedResourceMetadataHandler
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.routes import build_resource_metadata_url, cors_middleware
 from mcp.shared.auth import ProtectedResourceMetadata
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from proxy.config import ResourceAuth
-from proxy.downstream._tokens import JwtVerifier, KeySet
+from proxy.downstream._tokens import IntrospectionVerifier, JwtVerifier, KeySet
 
 ALLOWED_PROFILES_SCOPE_KEY = "toolbridge.allowed_profiles"
 ROOT_METADATA_PATH = "/.well-known/oauth-protected-resource"
@@ -65,8 +67,10 @@ class ProtectedResource:
 
     def __init__(self, settings: ResourceAuth, config_dir: Path) -> None:
         self.settings = settings
-        self.keys = KeySet(settings, config_dir)
-        self.verifier = JwtVerifier(settings, self.keys)
+        self.verifier: TokenVerifier = (
+            IntrospectionVerifier(settings) if settings.introspection is not None
+            else JwtVerifier(settings, KeySet(settings, config_dir))
+        )
         self.metadata = ProtectedResourceMetadata.model_validate({  # validated as strings: issuers stay verbatim
             "resource": settings.resource_url,
             "authorization_servers": [settings.issuer],

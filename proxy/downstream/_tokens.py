@@ -1,15 +1,19 @@
-"""JWT access tokens presented to the HTTP endpoint: signature against a JWKS, issuer, audience, time.
+"""Access tokens presented to the HTTP endpoint: JWTs checked against a JWKS, or opaque tokens
+the issuer vouches for by introspection (RFC 7662); issuer, audience and time either way.
 
-`JwtVerifier` is the SDK's `TokenVerifier`: it answers an `AccessToken` carrying the claims (for
-the profile choice) and scopes (for the SDK's scope check), or None for any token that fails,
-whatever the reason, so nothing about a bad token leaks to its presenter. Only asymmetric keys
-are trusted: the key set is public, so an HMAC "key" from it would let anyone sign.
+Both verifiers are the SDK's `TokenVerifier`: they answer an `AccessToken` carrying the claims
+(for the profile choice) and scopes (for the SDK's scope check), or None for any token that
+fails, whatever the reason, so nothing about a bad token leaks to its presenter. Only asymmetric
+keys are trusted: the key set is public, so an HMAC "key" from it would let anyone sign.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +29,8 @@ logger = logging.getLogger(__name__)
 JWKS_TTL = 300.0  # seconds a fetched key set is trusted before it is fetched again
 JWKS_REFETCH_AFTER = 30.0  # an unknown `kid` (a key rotation) refetches at most this often
 LEEWAY = 30  # seconds of clock skew allowed on exp / nbf / iat
+INTROSPECTION_CACHE_SECONDS = 30.0  # an active answer is reused this long (never past the token's exp)
+INTROSPECTION_CACHE_SIZE = 4096
 _SYMMETRIC = ("oct",)
 
 
@@ -112,8 +118,65 @@ class JwtVerifier:
         except jwt.PyJWTError as exc:
             logger.debug("auth: refused a token (%s)", type(exc).__name__)
             return None
-        subject = claims.get("sub")
-        return AccessToken(
-            token=token, client_id=str(claims.get("client_id") or claims.get("azp") or subject or ""),
-            scopes=_scopes(claims), expires_at=int(claims["exp"]), subject=subject, claims=claims,
+        return _access_token(token, claims)
+
+
+def _access_token(token: str, claims: dict[str, Any]) -> AccessToken:
+    subject = claims.get("sub")
+    expires = claims.get("exp")
+    return AccessToken(
+        token=token, client_id=str(claims.get("client_id") or claims.get("azp") or subject or ""),
+        scopes=_scopes(claims), expires_at=int(expires) if isinstance(expires, int | float) else None,
+        subject=subject, claims=claims,
+    )
+
+
+class IntrospectionVerifier:
+    """`TokenVerifier` that asks the issuer's introspection endpoint, caching active answers briefly.
+
+    The answer must say `active`, name `settings.audience` in `aud`, and carry no other `iss`.
+    """
+
+    def __init__(self, settings: ResourceAuth) -> None:
+        assert settings.introspection is not None
+        self.settings = settings
+        self.endpoint = settings.introspection
+        self._cache: OrderedDict[str, tuple[float, AccessToken]] = OrderedDict()
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        key = hashlib.sha256(token.encode()).hexdigest()
+        cached = self._cache.get(key)
+        if cached is not None and cached[0] > time.time():
+            return cached[1]
+        claims = await self._introspect(token)
+        if claims is None or not self._acceptable(claims):
+            return None
+        access = _access_token(token, claims)
+        until = time.time() + INTROSPECTION_CACHE_SECONDS
+        self._cache[key] = (min(until, access.expires_at or until), access)
+        while len(self._cache) > INTROSPECTION_CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return access
+
+    async def _introspect(self, token: str) -> dict[str, Any] | None:
+        try:
+            async with httpx2.AsyncClient(timeout=10) as http:
+                response = await http.post(self.endpoint.url, data={"token": token, "token_type_hint": "access_token"},
+                                           auth=(self.endpoint.client_id, self.endpoint.client_secret))
+            response.raise_for_status()
+            claims = response.json()
+        except (httpx2.HTTPError, ValueError) as exc:
+            logger.warning("auth: token introspection at %s failed: %s", self.endpoint.url, type(exc).__name__)
+            return None
+        return claims if isinstance(claims, dict) else None
+
+    def _acceptable(self, claims: dict[str, Any]) -> bool:
+        audience = claims.get("aud")
+        audiences = audience if isinstance(audience, list) else [audience]
+        expires = claims.get("exp")
+        return (
+            claims.get("active") is True
+            and self.settings.audience in audiences
+            and claims.get("iss", self.settings.issuer) == self.settings.issuer
+            and (not isinstance(expires, int | float) or expires + LEEWAY > time.time())
         )

@@ -1,8 +1,10 @@
-"""A token issuer for the downstream auth tests: a locally generated RSA key, its JWKS over HTTP,
-JWTs minted at will, and an authorization server (the SDK's routes) that issues such JWTs."""
+"""A token issuer for the downstream auth tests: a locally generated RSA key, its JWKS and an
+introspection endpoint over HTTP, JWTs minted at will, and an authorization server (the SDK's
+routes) that issues such JWTs."""
 
 from __future__ import annotations
 
+import base64
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -46,6 +48,8 @@ class Issuer:
     keys: list[SigningKey] = field(default_factory=lambda: [SigningKey()])
     jwks_fetches: int = 0
     minted: list[str] = field(default_factory=list)
+    introspections: int = 0
+    introspection_secret: str = "introspection-secret"  # of the client "toolbridge"
 
     def token(self, *, lifetime: int = 300, key: SigningKey | None = None, **claims: Any) -> str:
         now = int(time.time())
@@ -58,6 +62,20 @@ class Issuer:
     async def jwks(self, request: Request) -> JSONResponse:
         self.jwks_fetches += 1
         return JSONResponse({"keys": [key.jwk() for key in self.keys]})
+
+    async def introspect(self, request: Request) -> JSONResponse:
+        """RFC 7662 for the client `toolbridge`: any token this issuer signed that has not expired is active."""
+        self.introspections += 1
+        expected = "Basic " + base64.b64encode(f"toolbridge:{self.introspection_secret}".encode()).decode()
+        if request.headers.get("authorization") != expected:
+            return JSONResponse({"error": "invalid_client"}, status_code=401)
+        token = str((await request.form())["token"])
+        try:
+            claims = jwt.decode(token, self.keys[0].private.public_key(), algorithms=["RS256"],
+                                options={"verify_aud": False})
+        except jwt.PyJWTError:
+            return JSONResponse({"active": False})
+        return JSONResponse({"active": True, **claims})
 
 
 @dataclass
@@ -76,7 +94,7 @@ class JwtAuthServer(AuthServer):
 
 def issuer_app(issuer: Issuer, server: JwtAuthServer | None = None) -> Starlette:
     """`/jwks.json`, plus the authorization server's routes and consent page when `server` is given."""
-    routes = [Route("/jwks.json", issuer.jwks)]
+    routes = [Route("/jwks.json", issuer.jwks), Route("/introspect", issuer.introspect, methods=["POST"])]
     if server is not None:
         options = ClientRegistrationOptions(enabled=True, valid_scopes=["mcp"], default_scopes=["mcp"])
         verbatim = TypeAdapter(AnyHttpUrl, config=ConfigDict(url_preserve_empty_path=True))
