@@ -16,9 +16,11 @@ import math
 import os
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -27,20 +29,25 @@ from pathlib import Path
 import anyio
 from mcp import Client, StdioServerParameters, stdio_client, types
 
+from bench.search_fit import FOLDS, cross_validate, cross_validate_fusion, rrf
 from proxy.app import embed_pending
 from proxy.config import ToolSearchSettings, ToolsetsConfig
 from proxy.downstream import bridge
 from proxy.registry import Registry
-from proxy.search import SearchDoc, doc_from_tool, tokenize
+from proxy.search import SearchDoc, SearchIndex, doc_from_tool
 from proxy.views import Views
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CACHE_DIR = REPO_ROOT / ".cache" / "embeddings"
 CATALOG_SERVER = REPO_ROOT / "tests" / "servers" / "catalog_server.py"
+ARGS_QUERIES = REPO_ROOT / "bench" / "queries" / "args.json"  # ours: single-step requests naming argument values
 DATASETS = {
     "real-fleet/dev": ("real-fleet.json", "queries-dev.json"),
+    "real-fleet/args": ("real-fleet.json", str(ARGS_QUERIES)),
     "livemcpbench": ("livemcpbench/catalog.json", "livemcpbench/queries.json"),
 }
+TUNING = ("real-fleet/dev", "real-fleet/args")  # what parameters are fitted on; LiveMCPBench never is
+FASTMCP_PYTHON = REPO_ROOT / ".search-bench-venv" / "bin" / "python"  # bench/setup_search.sh
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 RECALL_DEFINITION = "recall@k = |gold ∩ top-k| / |gold|, averaged over queries; hit@5 = any gold in top 5"
 
@@ -51,6 +58,10 @@ def catalogs_dir(override: str | None = None) -> Path:
         return Path(override)
     env = os.environ.get("TOOLBRIDGE_CATALOGS")
     return Path(env) if env else REPO_ROOT.parent / "shared" / "catalogs"
+
+
+def queries_path(root: Path, dataset: str) -> Path:
+    return root / DATASETS[dataset][1]  # an absolute path (ours) stays as it is
 
 
 def qualified(server: str, tool: str) -> str:
@@ -121,30 +132,58 @@ def load_queries(path: Path) -> list[dict]:
     return queries
 
 
-class PlainBM25:
-    """rank-bm25 style Okapi BM25 (k1=1.5, b=0.75, epsilon idf floor) scoring every document."""
+def fastmcp_text(name: str, tool: dict) -> str:
+    """FastMCP's searchable text: name, description, each parameter's name and description."""
+    parts = [name, tool.get("description") or ""]
+    props = (tool.get("inputSchema") or {}).get("properties") or {}
+    for param, spec in props.items():
+        parts.append(param)
+        if isinstance(spec, dict) and spec.get("description"):
+            parts.append(spec["description"])
+    return " ".join(p for p in parts if p)
 
-    def __init__(self, docs: list[SearchDoc], k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25):
-        self.names = [d.name for d in docs]
-        self.tfs = [Counter(tokenize(" ".join((d.raw_name, d.server, d.description, *d.params)))) for d in docs]
+
+def _fastmcp_tokens(text: str) -> list[str]:
+    return re.findall(r"[^\W_]{2,}", unicodedata.normalize("NFKC", text).casefold())
+
+
+class FastMCPBM25:
+    """FastMCP 4.1.6's `BM25SearchTransform` ranking re-stated: Okapi BM25 (k1 1.5, b 0.75, idf
+    log(1 + (N - df + .5) / (df + .5))), no stemming, over `fastmcp_text`; ties keep catalog order.
+    `fastmcp_rankings` checks it against FastMCP itself where bench/setup_search.sh installed it."""
+
+    def __init__(self, docs: list[tuple[str, str]], k1: float = 1.5, b: float = 0.75):
+        """`docs`: (qualified name, `fastmcp_text`) per tool, in catalog order."""
+        self.names = [name for name, _ in docs]
+        texts = [text for _, text in docs]
+        self.tfs = [Counter(_fastmcp_tokens(text)) for text in texts]
         self.lens = [sum(tf.values()) for tf in self.tfs]
-        self.avgdl = sum(self.lens) / len(docs)
+        self.avgdl = sum(self.lens) / len(self.lens)
         self.k1, self.b = k1, b
-        df: Counter[str] = Counter(t for tf in self.tfs for t in tf)
-        n = len(docs)
-        self.idf = {t: math.log(n - f + 0.5) - math.log(f + 0.5) for t, f in df.items()}
-        floor = epsilon * sum(self.idf.values()) / len(self.idf)
-        self.idf = {t: (v if v >= 0 else floor) for t, v in self.idf.items()}
+        self.df: Counter[str] = Counter(t for tf in self.tfs for t in tf)
 
     def search(self, query: str, *, limit: int) -> list[str]:
-        terms = tokenize(query)
-        scores = []
-        for name, tf, dl in zip(self.names, self.tfs, self.lens, strict=True):
-            norm = self.k1 * (1 - self.b + self.b * dl / self.avgdl)
-            s = sum(self.idf.get(t, 0.0) * tf[t] * (self.k1 + 1) / (tf[t] + norm) for t in terms if t in tf)
-            scores.append((s, name))
-        ranked = sorted((x for x in scores if x[0] > 0), key=lambda x: (-x[0], x[1]))
-        return [name for _, name in ranked[:limit]]
+        n, scores = len(self.names), [0.0] * len(self.names)
+        for token in _fastmcp_tokens(query):
+            if token not in self.df:
+                continue
+            idf = math.log((n - self.df[token] + 0.5) / (self.df[token] + 0.5) + 1.0)
+            for i, tf in enumerate(self.tfs):
+                if f := tf.get(token, 0):
+                    norm = self.k1 * (1 - self.b + self.b * self.lens[i] / self.avgdl)
+                    scores[i] += idf * f * (self.k1 + 1) / (f + norm)
+        ranked = sorted(range(n), key=lambda i: scores[i], reverse=True)
+        return [self.names[i] for i in ranked[:limit] if scores[i] > 0]
+
+
+def fastmcp_rankings(catalog: Path, queries: list[str]) -> list[list[str]] | None:
+    """Top 10 per query from FastMCP's own index in its own venv; None when that venv is not set up."""
+    if not FASTMCP_PYTHON.exists():
+        return None
+    request = json.dumps({"catalog": str(catalog), "queries": queries, "limit": 10})
+    script = str(REPO_ROOT / "bench" / "fastmcp_bm25.py")
+    answer = subprocess.run([str(FASTMCP_PYTHON), script], input=request, capture_output=True, text=True, check=True)
+    return json.loads(answer.stdout)
 
 
 @dataclass
@@ -202,26 +241,66 @@ def run_dataset(root: Path, catalog: str, queries: str, semantic_cache: Path | N
     missing = missing_gold(tb, qs)
     if missing:
         raise SystemExit(f"{catalog}: gold ids not registered: {sorted(missing)}")
-    plain = PlainBM25([d for docs in load_catalog(root / catalog).values() for d in docs])
+    fastmcp = FastMCPBM25([(qualified(s, t["name"]), fastmcp_text(qualified(s, t["name"]), t))
+                           for s, tools in servers.items() for t in tools])
     results = {
-        "plain-bm25": evaluate(lambda q: plain.search(q, limit=10), qs),
+        "fastmcp-bm25": evaluate(lambda q: fastmcp.search(q, limit=10), qs),
         "tool_search": evaluate(tool_search(tb), qs),
     }
+    real = fastmcp_rankings(root / catalog, [q["query"] for q in qs])
+    if real is not None and real != [fastmcp.search(q["query"], limit=10) for q in qs]:
+        raise SystemExit(f"{catalog}: FastMCP's own BM25 ranks differently from FastMCPBM25")
     if semantic_cache:
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         hybrid = build_catalog(servers, semantic_cache)
-        print(f"{catalog}: {len(tb.registry.tools)} tools indexed and embedded in {time.perf_counter() - t0:.1f} s")
+        print(f"{catalog}: {len(tb.registry.tools)} tools indexed and embedded in {time.perf_counter() - t0:.1f} s "
+              f"({time.process_time() - cpu0:.1f} s CPU, load average {os.getloadavg()[0]:.1f})")
         results["hybrid"] = evaluate(tool_search(hybrid), qs)
+        legs = {q["id"]: fusion_legs(hybrid, q["query"]) for q in qs}
+        results["hybrid RRF"] = score(qs, [rrf([n for n, _ in lexical], sorted(sims, key=lambda n: -sims[n]), 10)
+                                           for lexical, sims in map(legs.__getitem__, (q["id"] for q in qs))],
+                                      [0.0] * len(qs))
     return results
 
 
+def fusion_legs(catalog: Views, query: str) -> tuple[list[tuple[str, float]], dict[str, float]]:
+    """What `bridge.rank` fuses for one query: lexical (name, score) candidates and cosine similarities."""
+    scope = catalog.for_profile("default").deferred
+    semantic = catalog.semantic
+    assert semantic is not None
+    lexical = catalog.index.scored(query, limit=bridge.FUSION_DEPTH, scope=scope)
+    similarity = dict(semantic.rank(query, bridge.FUSION_DEPTH, scope))
+    similarity.update(semantic.similarities(query, {name for name, _ in lexical}))
+    return lexical, similarity
+
+
+def hybrid_cross_validated(root: Path, cache: Path) -> dict[str, Report]:
+    """Score fusion on each tuning set's held-out folds, its lexical share fitted on the other folds."""
+    catalog = build_catalog(load_servers(root / "real-fleet.json"), cache)
+    sets = {name: load_queries(queries_path(root, name)) for name in TUNING}
+    legs = {q["id"]: fusion_legs(catalog, q["query"]) for qs in sets.values() for q in qs}
+    held, weights = cross_validate_fusion(legs, sets)
+    print(f"hybrid CV: lexical share fitted per fold {weights}")
+    return {name: score(qs, [held[q["id"]] for q in qs], [0.0] * len(qs)) for name, qs in sets.items()}
+
+
+def cross_validated(root: Path) -> dict[str, Report]:
+    """`tool_search`'s lexical ranking on each tuning set's held-out folds (latency is not measured)."""
+    index = SearchIndex()
+    for server, docs in load_catalog(root / "real-fleet.json").items():
+        index.set_server(server, docs)
+    sets = {name: load_queries(queries_path(root, name)) for name in TUNING}
+    held = cross_validate(index, sets)
+    return {name: score(qs, [held[name][q["id"]] for q in qs], [0.0] * len(qs)) for name, qs in sets.items()}
+
+
 def format_table(results: dict[str, dict[str, Report]]) -> str:
-    head = f"{'dataset':<16} {'ranker':<12} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'hit@5':>6} {'MRR':>6}"
+    head = f"{'dataset':<16} {'ranker':<15} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'hit@5':>6} {'MRR':>6}"
     lines = [head + "   latency ms mean/p50/p95", "-" * (len(head) + 27)]
     for dataset, by_ranker in results.items():
         for ranker, r in by_ranker.items():
             lines.append(
-                f"{dataset:<16} {ranker:<12} {r.recall1:6.3f} {r.recall5:6.3f} {r.recall10:6.3f} "
+                f"{dataset:<16} {ranker:<15} {r.recall1:6.3f} {r.recall5:6.3f} {r.recall10:6.3f} "
                 f"{r.hit5:6.3f} {r.mrr:6.3f}   {r.lat_mean_ms:.3f}/{r.lat_p50_ms:.3f}/{r.lat_p95_ms:.3f}"
             )
     return "\n".join(lines)
@@ -294,7 +373,14 @@ def main() -> None:
     root = catalogs_dir(args.catalogs)
     cache = args.cache_dir if args.semantic else None
     results = {name: run_dataset(root, cat, qs, cache) for name, (cat, qs) in DATASETS.items()}
+    for name, report in cross_validated(root).items():
+        results[name]["tool_search CV"] = report
+    if cache:
+        for name, report in hybrid_cross_validated(root, cache).items():
+            results[name]["hybrid CV"] = report
     print(format_table(results))
+    print(f"CV: {FOLDS}-fold cross-validation over {' + '.join(TUNING)}: each fold ranked by parameters fitted on "
+          "the other folds (bench/search_fit.py); LiveMCPBench is never fitted on")
     print(RECALL_DEFINITION + "; MRR = mean 1/rank of the first gold in the top 10 (0 if none)")
     if args.e2e or args.e2e_all:
         chosen = DATASETS if args.e2e_all else {k: v for k, v in DATASETS.items() if k == "real-fleet/dev"}

@@ -175,8 +175,8 @@ class _Reference:
                 self.tfs[d.name], self.lengths[d.name] = search._field_counts(d, boilerplate, acronyms)
 
     def scores(self, terms: dict[str, float], scope: Collection[str] | None) -> dict[str, float]:
-        n = len(self.tfs)
-        avgs = [max(sum(lengths[f] for lengths in self.lengths.values()) / n, 1e-9) for f in range(5)]
+        n, ranking = len(self.tfs), search.RANKING
+        avgs = [max(sum(lengths[f] for lengths in self.lengths.values()) / n, 1e-9) for f in range(len(search.FIELDS))]
         scores: dict[str, float] = {}
         for term, qtf in terms.items():
             holders = [name for name, tfs in self.tfs.items() if term in tfs]
@@ -184,11 +184,11 @@ class _Reference:
             for name in holders:
                 tf = 0.0
                 for count, w, b, length, avg in zip(
-                    self.tfs[name][term], search.FIELD_WEIGHTS, search.FIELD_B, self.lengths[name], avgs, strict=True
+                    self.tfs[name][term], ranking.weights, ranking.b, self.lengths[name], avgs, strict=True
                 ):
                     tf += count * (w / (1 - b + b * length / avg))
                 if scope is None or name in scope:
-                    scores[name] = scores.get(name, 0.0) + idf * (tf * (search.K1 + 1) / (tf + search.K1))
+                    scores[name] = scores.get(name, 0.0) + idf * (tf * (ranking.k1 + 1) / (tf + ranking.k1))
         return scores
 
     def search(self, index: SearchIndex, query: str, limit: int, scope: Collection[str] | None) -> list[str]:
@@ -196,7 +196,7 @@ class _Reference:
         terms = index._query_terms(query)
         exact = index.exact(query, scope)
         long_query = max(1, sum(w >= 1 for w in terms.values()))
-        weight = search.NAME_COVERAGE * min(1.0, search.COVERAGE_WORDS / long_query)
+        weight = search.RANKING.name_coverage * min(1.0, search.COVERAGE_WORDS / long_query)
         boosted = {}
         for name, score in self.scores(terms, scope).items():
             name_terms = index._entries[name].name_terms
@@ -230,3 +230,21 @@ def test_array_scoring_matches_reference_on_real_fleet() -> None:
             for scope in scopes:
                 expected = reference.search(index, query, limit, scope)
                 assert index.search(query, limit=limit, scope=scope) == expected, (query, limit, scope is None)
+
+
+def test_parameter_descriptions_and_short_enum_values_are_searchable() -> None:
+    schema = {"properties": {"selector": {"description": "CSS selector of an iframe"},
+                             "format": {"enum": ["png", "jpeg", "x" * 40]}, "junk": "not a schema"}}
+    index = SearchIndex()
+    index.set_server("web", [doc_from_tool("web__act", "web", "act", "Act on the page", schema),
+                             doc_from_tool("web__other", "web", "other", "Something else", {})])
+    assert index.search("iframe", limit=5) == index.search("jpeg", limit=5) == ["web__act"]
+    assert index.search("x" * 40, limit=5) == []
+
+
+def test_a_parameter_description_most_of_a_server_shares_adds_nothing() -> None:
+    shared = {"properties": {"tenant": {"description": "The directory identifier to authenticate against"}}}
+    docs = [doc_from_tool(f"az__t{i}", "az", f"t{i}", f"Tool number {i}", shared) for i in range(12)]
+    index = SearchIndex()
+    index.set_server("az", docs)
+    assert index.search("directory identifier", limit=5) == []

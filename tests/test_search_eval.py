@@ -10,10 +10,11 @@ from functools import cache
 
 import pytest
 
-from bench.search_eval import DATASETS, Report, catalogs_dir, run_dataset
+from bench.search_eval import DATASETS, Report, catalogs_dir, cross_validated, run_dataset
 
-# dataset -> (min recall@5, min MRR): the issue's targets. Measured: dev 0.906 / 0.758, LiveMCPBench 0.360 / 0.445.
-TARGETS = {"real-fleet/dev": (0.85, 0.72), "livemcpbench": (0.33, 0.42)}
+# dataset -> (min recall@5, min MRR), a little under what bench/search_eval.py measures (issue 16):
+# dev 0.917 / 0.768, args 0.758 / 0.703, LiveMCPBench 0.378 / 0.443.
+TARGETS = {"real-fleet/dev": (0.88, 0.74), "real-fleet/args": (0.74, 0.68), "livemcpbench": (0.37, 0.43)}
 
 
 @cache
@@ -34,6 +35,16 @@ def test_tool_search_meets_target(dataset: str) -> None:
 
 
 @pytest.mark.parametrize("dataset", sorted(TARGETS))
-def test_tool_search_beats_plain_bm25(dataset: str) -> None:
-    ours, plain = reports(dataset)["tool_search"], reports(dataset)["plain-bm25"]
+def test_tool_search_beats_fastmcp_bm25(dataset: str) -> None:
+    ours, plain = reports(dataset)["tool_search"], reports(dataset)["fastmcp-bm25"]
     assert ours.recall5 > plain.recall5 and ours.mrr > plain.mrr, (ours, plain)
+
+
+def test_cross_validated_dev_recall_meets_target() -> None:
+    """The fitting procedure, scored only on folds it was not fitted on (issue 16: CV dev R@5 >= 0.88)."""
+    root = catalogs_dir()
+    if not (root / "real-fleet.json").is_file():
+        pytest.skip(f"catalogs not found at {root}")
+    cv = cross_validated(root)
+    assert cv["real-fleet/dev"].recall5 >= 0.88, cv
+    assert cv["real-fleet/args"].recall5 > reports("real-fleet/args")["fastmcp-bm25"].recall5, cv

@@ -10,15 +10,19 @@ from proxy.app import embed_pending
 from proxy.search import SearchDoc, semantic
 
 
-def test_fuse_rewards_agreement_and_keeps_both_lists() -> None:
-    fused = semantic.fuse(["a", "b", "c"], ["b", "d"], limit=4)
-    assert fused[0] == "b" and set(fused) == {"a", "b", "c", "d"}
-    assert semantic.fuse([], [], limit=3) == []
+def test_fuse_adds_normalised_lexical_scores_to_similarities() -> None:
+    lexical = [("a", 10.0), ("b", 5.0), ("c", 1.0)]
+    similarity = {"a": 0.3, "b": 0.6, "c": 0.2, "d": 0.5}
+    # 0.5 * score / 10 + 0.5 * cosine: a 0.65, b 0.55, d 0.25, c 0.15
+    assert semantic.fuse(lexical, similarity, limit=4, weight=0.5) == ["a", "b", "d", "c"]
+    assert semantic.fuse(lexical, similarity, limit=2, weight=0.0) == ["b", "d"]
+    assert semantic.fuse(lexical, {}, limit=2, weight=1.0) == ["a", "b"]
+    assert semantic.fuse([], {}, limit=3) == []
 
 
 @pytest.mark.skipif(not semantic.available(), reason="semantic extra not installed")
 def test_embeddings_are_cached_by_content(tmp_path: Path) -> None:
-    model = semantic.MiniLM()
+    model = semantic.load_model()
     cache = semantic.EmbeddingCache(model, tmp_path)
     first = cache.get(["create a github issue", "open a new ticket on github", "weather forecast"])
     assert len(list(tmp_path.glob("*.npy"))) == 3

