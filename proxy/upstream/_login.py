@@ -124,7 +124,8 @@ async def login(
     async with listener, anyio.create_task_group() as tg:
         tg.start_soon(listener.serve, callback.handle)
         try:
-            async with connect(config, config_dir=config_dir, log_dir=config_dir / "logs", auth=auth) as conn:
+            async with connect(config, config_dir=config_dir, log_dir=config_dir / "logs", auth=auth,
+                               mode=config.client_mode) as conn:
                 count = len(await conn.list_tools())
         except UpstreamError as exc:
             failure = exc  # raised outside the listener's task group, not wrapped in a group
