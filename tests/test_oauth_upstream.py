@@ -275,3 +275,36 @@ async def test_a_client_that_cannot_open_urls_is_told_to_run_login(tmp_path: Pat
         result = await client.call_tool("web__echo", {"text": "hi"})
         assert result.is_error and "toolbridge login web" in text(result)
         assert fleet.status()[0].state is UpstreamState.NEEDS_AUTH and auth.consents == 1
+
+
+async def test_a_call_that_meets_a_revoked_token_gets_consent_and_runs_once(tmp_path: Path) -> None:
+    async with oauth_upstream() as (auth, config):
+        with anyio.fail_after(20):
+            await login(config, tmp_path, show_url=consent)
+        async with running_fleet([config], tmp_path, keepalive=600, login_poll=0.02) as (fleet, registry), \
+                downstream(fleet, registry) as server, anyio.create_task_group() as browser:
+
+            async def open_in_browser(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+                assert isinstance(params, types.ElicitRequestURLParams)
+                browser.start_soon(consent, params.url)
+                return types.ElicitResult(action="accept")
+
+            with anyio.fail_after(20):
+                await fleet.wait_state("web", UpstreamState.READY)
+            auth.revoke_everything()  # nothing has noticed yet: the call is the first to meet the 401
+            async with Client(server, mode="legacy", elicitation_callback=open_in_browser) as client:
+                with anyio.fail_after(30):
+                    result = await client.call_tool("web__echo", {"text": "once"})
+            assert text(result) == "once" and auth.consents == 2
+
+
+async def test_without_a_channel_a_revoked_token_mid_call_names_the_login(tmp_path: Path) -> None:
+    async with oauth_upstream() as (auth, config):
+        with anyio.fail_after(20):
+            await login(config, tmp_path, show_url=consent)
+        async with running_fleet([config], tmp_path, keepalive=600) as (fleet, _registry):
+            with anyio.fail_after(20):
+                await fleet.wait_state("web", UpstreamState.READY)
+            auth.revoke_everything()
+            with pytest.raises(UpstreamNeedsAuth, match="toolbridge login web"):  # not "outcome uncertain"
+                await fleet.call_tool("web", "echo", {"text": "hi"})

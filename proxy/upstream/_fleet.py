@@ -32,8 +32,7 @@ from proxy.upstream._availability import Availability
 from proxy.upstream._backchannel import BackChannel, NoticeSink
 from proxy.upstream._backoff import next_delay
 from proxy.upstream._connection import Connection, ProgressCallback, TransportChoice, connect
-from proxy.upstream._login import login_by_elicitation
-from proxy.upstream._oauth import LOGIN_POLL, wait_for_login
+from proxy.upstream._consent import LOGIN_POLL, Consent
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +103,7 @@ class _Upstream:
     connected_since: float | None = None
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     state_changed: anyio.Event = field(default_factory=anyio.Event)
-    consent: anyio.Lock = field(default_factory=anyio.Lock)
+    consent: Consent | None = None  # an `auth: oauth` upstream's, once it first connects
 
     @property
     def name(self) -> str:
@@ -258,6 +257,10 @@ class Fleet:
                                         progress_callback=progress_callback, channel=channel)
         except SessionLost:
             await self._wait_replaced(up, conn)
+        except UpstreamUnavailable:
+            if up.consent is None or not up.consent.needed:
+                raise
+            await self._consent_for_call(up, channel)  # the token went mid-call: refused with a 401, never ran
         conn = up.connection
         if up.state is not UpstreamState.READY or conn is None:
             raise UpstreamUnavailable(server, f"temporarily unavailable ({up.reason})")
@@ -313,12 +316,13 @@ class Fleet:
             UpstreamError: the connection failed or ended.
         """
         config = up.config
+        auth = await self._consent_of(up).serving_auth() if config.auth is not None else None
         started = anyio.current_time()
         with anyio.CancelScope(deadline=started + config.connect_timeout) as scope:
             async with (
                 connect(config, config_dir=self._config_dir, log_dir=self._log_dir, transport=up.transport,
                         mode=self._mode if config.protocol == "auto" else config.client_mode,
-                        notices=self._notices) as conn,
+                        notices=self._notices, auth=auth) as conn,
                 anyio.create_task_group() as tg,
             ):
                 if conn.modern and conn.announces_changes:
@@ -400,7 +404,12 @@ class Fleet:
             logger.warning("%s", error)
         up.failures = 0
         self._set_state(up, UpstreamState.NEEDS_AUTH, error.reason)
-        await wait_for_login(up.config, self._config_dir, self._reprobe, self._login_poll)
+        await self._consent_of(up).wait_for_login(self._reprobe)
+
+    def _consent_of(self, up: _Upstream) -> Consent:
+        if up.consent is None or up.consent.config is not up.config:
+            up.consent = Consent(up.config, self._config_dir, self._login_poll)
+        return up.consent
 
     async def _consent_for_call(self, up: _Upstream, channel: BackChannel | None) -> Connection | None:
         """Ask the caller's user to authorize (URL elicitation), then wait for the new connection.
@@ -408,11 +417,7 @@ class Fleet:
         Raises:
             UpstreamNeedsAuth: no caller to ask, its client cannot open a URL, or the user declined.
         """
-        if channel is None:
-            raise UpstreamNeedsAuth(up.name)
-        async with up.consent:  # one authorization at a time: they share the redirect port
-            if up.state is UpstreamState.NEEDS_AUTH:
-                await login_by_elicitation(up.config, self._config_dir, channel)
+        await self._consent_of(up).ask(channel)
         with anyio.move_on_after(up.config.connect_timeout + self._login_poll):
             await self.wait_state(up.name, UpstreamState.READY)
         return up.connection

@@ -17,7 +17,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import fields
 from pathlib import Path
 
-import anyio
 import httpx2
 from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
 from mcp.client.auth.oauth2 import OAuthContext
@@ -28,7 +27,6 @@ from proxy.errors import UpstreamError, UpstreamNeedsAuth
 from proxy.upstream._token_store import TokenStore
 
 REFRESH_MARGIN = 60.0  # seconds before expiry a token is refreshed (at most half its lifetime)
-LOGIN_POLL = 2.0  # how often a server waiting for consent checks whether a login stored tokens
 
 OpenUrl = Callable[[str], Awaitable[None]]
 WaitForCode = Callable[[], Awaitable[AuthorizationCodeResult]]
@@ -76,16 +74,19 @@ class _EarlyRefresh(OAuthContext):
 def oauth_auth(
     config: UpstreamConfig, config_dir: Path, *,
     open_url: OpenUrl | None = None, wait_for_code: WaitForCode | None = None,
+    on_needs_consent: Callable[[], None] | None = None,
 ) -> httpx2.Auth:
     """The httpx2 `Auth` for an `auth: oauth` upstream.
 
-    Without `open_url`/`wait_for_code` (serving), a flow that needs the user raises
-    `UpstreamNeedsAuth` instead of waiting for a person who is not there.
+    Without `open_url`/`wait_for_code` (serving), a flow that needs the user calls
+    `on_needs_consent` and raises `UpstreamNeedsAuth` instead of waiting for a person who is not there.
     """
     settings = config.auth
     assert settings is not None and config.url is not None
 
     async def needs_consent(_url: str) -> None:
+        if on_needs_consent is not None:
+            on_needs_consent()
         raise UpstreamNeedsAuth(config.name)
 
     async def no_code() -> AuthorizationCodeResult:
@@ -104,12 +105,3 @@ def oauth_auth(
     )
     provider.context = _EarlyRefresh(**{f.name: getattr(provider.context, f.name) for f in fields(OAuthContext)})
     return provider
-
-
-async def wait_for_login(config: UpstreamConfig, config_dir: Path, timeout: float, poll: float = LOGIN_POLL) -> None:
-    """Return when the stored credentials change (a `toolbridge login` elsewhere), or after `timeout`."""
-    store = token_store(config, config_dir)
-    before = await store.stamp()
-    with anyio.move_on_after(timeout):
-        while await store.stamp() == before:
-            await anyio.sleep(poll)

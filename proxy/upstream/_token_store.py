@@ -135,6 +135,6 @@ class TokenStore:
             await self._update(client=client_info.model_dump(mode="json", exclude_none=True))
 
     async def stamp(self) -> str:
-        """A fingerprint of the stored record, to notice a `toolbridge login` from another process."""
-        text = await anyio.to_thread.run_sync(self.backend.read)
-        return hashlib.sha256((text or "").encode()).hexdigest()
+        """A fingerprint of the stored tokens, to notice a `toolbridge login` (from any process)."""
+        tokens = (await self._record()).get("tokens")
+        return hashlib.sha256(json.dumps(tokens, sort_keys=True).encode()).hexdigest()
