@@ -36,7 +36,6 @@ from proxy.errors import (
     translate,
 )
 from proxy.upstream._backchannel import BackChannel, InFlight, NoticeSink, client_callbacks
-from proxy.upstream._oauth import oauth_auth
 from proxy.upstream._stdio import stdio_transport
 
 logger = logging.getLogger(__name__)
@@ -387,8 +386,8 @@ async def connect(
 
     `transport="auto"` tries Streamable HTTP and falls back to SSE when the endpoint rejects it;
     `Connection.transport` says which one worked. Resource updates and log messages that concern
-    no call in flight go to `notices`. An `auth: oauth` upstream authenticates with `auth`, by
-    default the serving one (`oauth_auth`), which never waits for a person.
+    no call in flight go to `notices`. An `auth: oauth` upstream authenticates with `auth` (see
+    `oauth_auth`).
 
     Raises:
         UpstreamNeedsAuth: an OAuth upstream needs the user's consent (`toolbridge login`).
@@ -406,8 +405,6 @@ async def connect(
                 client = await _enter(stack, _stdio(config, config_dir, log_dir, signals), hooks)
                 used = "stdio"
             else:
-                if auth is None and config.auth is not None:
-                    auth = oauth_auth(config, config_dir)
                 client, used = await _open_http(stack, config, transport, hooks, responses, auth)
             opened = True
             yield Connection(config, client, used, signals, responses, in_flight)
