@@ -17,8 +17,11 @@ from proxy.config import ToolSearchSettings
 from proxy.listing import NO_LISTING, Form, Listing, listing_budget, render_listing
 
 __all__ = [
+    "ALWAYS_LOAD",
     "MAX_DESCRIBE",
     "MAX_QUERIES",
+    "MAX_RESULT_CHARS",
+    "ClientHints",
     "Surface",
     "Tier",
     "build_surface",
@@ -27,9 +30,26 @@ __all__ = [
 MAX_QUERIES = 7
 MAX_DESCRIBE = 10
 
-Tier = Literal["pass-through", "bridge"]
+Tier = Literal["pass-through", "bridge", "direct"]
 
+ALWAYS_LOAD = "anthropic/alwaysLoad"
+MAX_RESULT_CHARS = "anthropic/maxResultSizeChars"
 _READ_ONLY = types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+
+@dataclass(frozen=True)
+class ClientHints:
+    """How this session's client treats tools: whether it defers them, and the results it accepts.
+
+    `exposure="direct"` lists every tool in scope with its schema, leaving the deferring to a client
+    that does it itself; `always_load` marks the tools toolbridge wants seen at once (core and
+    bridge tools) so such a client does not defer them; `result_chars` tells it how large a result
+    toolbridge lets through, so results are cut in one place.
+    """
+
+    exposure: Literal["bridge", "direct"] = "bridge"
+    always_load: bool = True
+    result_chars: int = 100_000
 
 
 @dataclass(frozen=True)
@@ -54,20 +74,30 @@ def build_surface(
     deferred: Mapping[str, Sequence[types.Tool]],
     settings: ToolSearchSettings,
     context_tokens: int | None,
+    hints: ClientHints = ClientHints(),
+    *,
+    reserved_tokens: int = 0,
 ) -> Surface:
     """Build a session's tool surface from its core tools and its deferred tools per server label.
 
     Tool names must be unique across `core` and `deferred` (the registry guarantees it); sorting
-    by name is what makes the answer independent of input order.
+    by name is what makes the answer independent of input order. `reserved_tokens` of the listing
+    budget are already spent (on tools promoted for this session).
     """
     count = sum(len(tools) for tools in deferred.values())
+    everything = [*core, *(tool for tools in deferred.values() for tool in tools)]
+    if hints.exposure == "direct":
+        return Surface(_by_name(everything), "direct", "none", 0, 0, count)
+    marked = [_always_loaded(tool, hints, result=True) for tool in core]
     if count == 0 or settings.enabled == "off":
-        everything = [*core, *(tool for tools in deferred.values() for tool in tools)]
-        return Surface(_by_name(everything), "pass-through", "none", 0, 0, count)
+        rest = [tool for tools in deferred.values() for tool in tools]
+        return Surface(_by_name([*marked, *rest]), "pass-through", "none", 0, 0, count)
     budget = 0 if settings.listing == "off" else listing_budget(context_tokens, settings)
-    listing = _listing(deferred, budget)
+    listing = _listing(deferred, max(0, budget - reserved_tokens))
+    bridge = tuple(_always_loaded(tool, hints, result=tool.name == "tool_call")
+                   for tool in _bridge_tools(count, listing, settings))
     return Surface(
-        tools=(*_by_name(core), *_bridge_tools(count, listing, settings)),
+        tools=(*_by_name(marked), *bridge),
         tier="bridge",
         form=listing.form,
         budget=budget,
@@ -75,6 +105,16 @@ def build_surface(
         deferred_count=count,
         collapsed=listing.collapsed,
     )
+
+
+def _always_loaded(tool: types.Tool, hints: ClientHints, *, result: bool) -> types.Tool:
+    """`tool` with toolbridge's hints for clients that defer tools; the upstream's own `_meta` is kept."""
+    if not hints.always_load:
+        return tool
+    meta = {**(tool.meta or {}), ALWAYS_LOAD: True}
+    if result:
+        meta[MAX_RESULT_CHARS] = hints.result_chars
+    return tool.model_copy(update={"meta": meta})
 
 
 def _by_name(tools: Iterable[types.Tool]) -> tuple[types.Tool, ...]:

@@ -20,13 +20,16 @@ from mcp import types
 
 from proxy.catalogs import Catalogs, CatalogView
 from proxy.config import ProfileConfig, ToolsetsConfig
+from proxy.listing import estimate_tokens
 from proxy.names import server_toolset
 from proxy.registry import Registry, ToolEntry
 from proxy.search import SearchIndex, SemanticIndex, doc_from_tool, semantic
-from proxy.surface import Surface, build_surface
+from proxy.surface import ClientHints, Surface, build_surface
 from proxy.toolsets import Toolsets, session_scope, session_servers, split_core
 
 logger = logging.getLogger(__name__)
+
+_MAX_PROMOTED_SURFACES = 1024
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class SessionView:
     surface: Surface
     fingerprint: str
     catalog: CatalogView  # resources, templates and prompts of the servers in scope (and up)
+    promote: int = 0  # how many used deferred tools a session of this profile may have listed directly
 
     @property
     def servers(self) -> tuple[str, ...]:
@@ -88,6 +92,7 @@ class Views:
         self.index = SearchIndex()
         self.semantic = _semantic_index(toolsets.tool_search.semantic, cache_dir)
         self._views: dict[tuple[object, ...], SessionView] = {}
+        self._promoted_surfaces: dict[tuple[str, tuple[str, ...]], tuple[Surface, str]] = {}
         for server in registry.servers:
             self._index_server(server, list(registry.server_tools(server).values()))
         registry.add_listener(self._index_server)
@@ -153,9 +158,55 @@ class Views:
             by_server.setdefault(tools[name].server, []).append(tools[name].tool)
         context = profile.context_tokens or self.default_context_tokens
         surface = build_surface(
-            [tools[n].tool for n in core], by_server, self.toolsets.tool_search, context
+            [tools[n].tool for n in core], by_server, self.toolsets.tool_search, context, self._hints(profile)
         )
         return SessionView(
             profile_name, context, allowed, core, deferred, surface, _fingerprint(surface.tools),
-            self.catalogs.view(servers),
+            self.catalogs.view(servers), profile.promote if surface.tier == "bridge" else 0,
         )
+
+    def _hints(self, profile: ProfileConfig) -> ClientHints:
+        return ClientHints(profile.exposure, profile.always_load, self.toolsets.large_results.max_chars)
+
+    # --- promotion: a session's used tools listed directly --------------------------------------
+
+    def promotable(self, view: SessionView, used: list[str]) -> tuple[str, ...]:
+        """Of a session's used deferred tools (least recently used first), those it gets listed directly.
+
+        At most `view.promote`, most recent first, and together at most half the listing budget: the
+        listing gives up what they take, so the session's surface stays within its budget.
+        """
+        allowance = view.surface.budget // 2
+        kept: list[str] = []
+        for name in reversed(used):
+            if len(kept) == view.promote or name not in view.deferred:
+                continue
+            cost = estimate_tokens(self._wire(name))
+            if cost <= allowance:
+                kept.append(name)
+                allowance -= cost
+        return tuple(sorted(kept))
+
+    def session_surface(self, view: SessionView, promoted: tuple[str, ...]) -> tuple[Surface, str]:
+        """A session's surface and its fingerprint: the profile's, plus the tools promoted for it."""
+        if not promoted:
+            return view.surface, view.fingerprint
+        key = (view.fingerprint, promoted)
+        cached = self._promoted_surfaces.get(key)
+        if cached is None:
+            tools = self.registry.tools
+            core = [tools[n].tool for n in (*view.core, *promoted)]
+            by_server: dict[str, list[types.Tool]] = {}
+            for name in view.deferred.difference(promoted):
+                by_server.setdefault(tools[name].server, []).append(tools[name].tool)
+            reserved = sum(estimate_tokens(self._wire(n)) for n in promoted)
+            surface = build_surface(core, by_server, self.toolsets.tool_search, view.context_tokens,
+                                    self._hints(self._profile(view.profile)), reserved_tokens=reserved)
+            if len(self._promoted_surfaces) >= _MAX_PROMOTED_SURFACES:
+                self._promoted_surfaces.clear()
+            cached = self._promoted_surfaces[key] = (surface, _fingerprint(surface.tools))
+        return cached
+
+    def _wire(self, name: str) -> str:
+        tool = self.registry.tools[name].tool
+        return json.dumps(tool.model_dump(by_alias=True, exclude_none=True, mode="json"))

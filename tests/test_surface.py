@@ -15,7 +15,15 @@ from mcp import types
 from proxy.config import ToolSearchSettings
 from proxy.listing import HEADING, estimate_tokens, render_listing
 from proxy.names import BRIDGE_NAMES
-from proxy.surface import MAX_DESCRIBE, MAX_QUERIES, Surface, build_surface
+from proxy.surface import (
+    ALWAYS_LOAD,
+    MAX_DESCRIBE,
+    MAX_QUERIES,
+    MAX_RESULT_CHARS,
+    ClientHints,
+    Surface,
+    build_surface,
+)
 
 REAL_FLEET = Path("/work/shared/catalogs/real-fleet.json")
 DEFAULTS = ToolSearchSettings()
@@ -79,7 +87,7 @@ def test_budget_and_listing(context: int | None, overrides: dict[str, Any], budg
 def test_pass_through_offers_every_tool_in_scope_with_full_schemas(
     deferred: Mapping[str, Sequence[types.Tool]], overrides: dict[str, Any]
 ) -> None:
-    surface = build_surface(CORE, deferred, settings(**overrides), 200_000)
+    surface = build_surface(CORE, deferred, settings(**overrides), 200_000, PLAIN)
     everything = [*CORE, *(t for tools in deferred.values() for t in tools)]
     assert surface.tier == "pass-through"
     assert surface.form == "none"
@@ -89,7 +97,7 @@ def test_pass_through_offers_every_tool_in_scope_with_full_schemas(
 
 def test_bridge_tier_is_core_tools_then_the_bridge_tools() -> None:
     core = [tool("zeta__z"), *CORE, tool("alpha__a")]
-    surface = build_surface(core, DEFERRED, DEFAULTS, None)
+    surface = build_surface(core, DEFERRED, DEFAULTS, None, PLAIN)
     assert [t.name for t in surface.tools] == [
         "alpha__a",
         "time__get_current_time",
@@ -250,3 +258,42 @@ def test_500_real_tools_at_1m_context_keep_tool_search_under_4500_tokens() -> No
     )
     assert surface.listing_tokens <= surface.budget == 4000
     assert estimate_tokens(definition) < 4500
+
+
+# --- clients that defer tools themselves (issue 11) ------------------------------------------
+
+PLAIN = ClientHints(always_load=False)
+
+
+def test_core_and_bridge_tools_are_marked_always_loaded_and_tool_call_declares_the_result_limit() -> None:
+    upstream_meta = tool("alpha__a").model_copy(update={"meta": {"vendor/x": 1}})
+    surface = build_surface([upstream_meta, *CORE], DEFERRED, DEFAULTS, None, ClientHints(result_chars=250_000))
+    meta = {t.name: t.meta for t in surface.tools}
+    assert meta["alpha__a"] == {"vendor/x": 1, ALWAYS_LOAD: True, MAX_RESULT_CHARS: 250_000}
+    assert meta["time__get_current_time"] == {ALWAYS_LOAD: True, MAX_RESULT_CHARS: 250_000}
+    assert meta["tool_call"] == {ALWAYS_LOAD: True, MAX_RESULT_CHARS: 250_000}
+    assert meta["tool_search"] == meta["tool_describe"] == {ALWAYS_LOAD: True}
+
+
+def test_always_load_can_be_turned_off_per_profile() -> None:
+    assert all(t.meta is None for t in build_surface(CORE, DEFERRED, DEFAULTS, None, PLAIN).tools)
+
+
+def test_pass_through_marks_core_tools_only() -> None:
+    surface = build_surface(CORE, {"git": [tool("git__log")]}, settings(enabled="off"), None)
+    assert {t.name: bool(t.meta) for t in surface.tools} == {"git__log": False, "time__get_current_time": True}
+
+
+def test_direct_exposure_lists_every_tool_in_scope_with_its_own_meta_and_no_bridge_tools() -> None:
+    deferred = {**DEFERRED, "git": [tool("git__git_status").model_copy(update={"meta": {"anthropic/x": True}})]}
+    surface = build_surface(CORE, deferred, DEFAULTS, 200_000, ClientHints(exposure="direct"))
+    everything = [*CORE, *(t for tools in deferred.values() for t in tools)]
+    assert surface.tier == "direct" and list(surface.tools) == sorted(everything, key=lambda t: t.name)
+    assert by_name(surface)["git__git_status"].meta == {"anthropic/x": True}
+    assert by_name(surface)["time__get_current_time"].meta is None
+
+
+def test_reserved_tokens_shrink_the_listing_budget() -> None:
+    full = build_surface(CORE, BULKY, DEFAULTS, 200_000)
+    squeezed = build_surface(CORE, BULKY, DEFAULTS, 200_000, reserved_tokens=full.budget - 100)
+    assert squeezed.budget == full.budget and squeezed.listing_tokens <= 100 < full.listing_tokens

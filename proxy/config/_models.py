@@ -139,6 +139,13 @@ class ProfileConfig(_Frozen):
     toolsets: tuple[str, ...] = ("all",)
     disabled: tuple[str, ...] = ()
     context_tokens: int | None = Field(default=None, gt=0)
+    # `bridge`: core tools + tool_search/describe/call with the listing; `direct`: every tool in scope with
+    # its schema, for clients that defer tools themselves.
+    exposure: Literal["bridge", "direct"] = "bridge"
+    # Mark core and bridge tools `anthropic/alwaysLoad`, so clients that defer tools still load them.
+    always_load: bool = True
+    # After a session uses a deferred tool, list it directly (at most this many per session; 0 = never).
+    promote: int = Field(default=0, ge=0, le=64)
 
 
 Switch = Literal["auto", "on", "off"]
@@ -212,6 +219,12 @@ class AuditConfig(_Frozen):
     backups: int = Field(default=5, ge=0)
 
 
+class LargeResultsConfig(_Frozen):
+    """`large_results:` — results above `max_chars` are cut by toolbridge; clients are told the limit."""
+
+    max_chars: int = Field(default=100_000, ge=1_000, le=500_000)
+
+
 class ToolsetsConfig(_Frozen):
     """`toolsets.yaml`."""
 
@@ -222,6 +235,7 @@ class ToolsetsConfig(_Frozen):
     tool_search: ToolSearchSettings = ToolSearchSettings()
     auth: ResourceAuth | None = None
     metrics: MetricsConfig = MetricsConfig()
+    large_results: LargeResultsConfig = LargeResultsConfig()
     audit: AuditConfig | None = None
 
     @field_validator("toolsets", "profiles", mode="before")

@@ -144,6 +144,10 @@ def describe(views: Views, view: SessionView, arguments: Mapping[str, Any]) -> d
         described[name] = {"description": entry.description, "inputSchema": entry.input_schema}
         if entry.tool.output_schema is not None:
             described[name]["outputSchema"] = entry.tool.output_schema
+        if entry.tool.annotations is not None:
+            described[name]["annotations"] = entry.tool.annotations.model_dump(by_alias=True, exclude_none=True)
+        if entry.tool.meta:
+            described[name]["_meta"] = entry.tool.meta
     answer: dict[str, Any] = {"tools": described}
     if not_found:
         answer["not_found"] = not_found

@@ -30,9 +30,12 @@ _MAX_TRACKED_SESSIONS = 4096
 _NOTIFY_TIMEOUT = 5.0
 
 
-def fingerprints(view: SessionView) -> dict[Kind, str]:
-    return {"tools": view.fingerprint, "prompts": view.catalog.prompts_fingerprint,
-            "resources": view.catalog.resources_fingerprint}
+SessionTools = Callable[[Hashable, SessionView], str]
+"""The fingerprint of the `tools/list` one session gets (its profile's, plus what it alone has)."""
+
+
+def _profile_tools(_key: Hashable, view: SessionView) -> str:
+    return view.fingerprint
 
 
 @dataclass
@@ -42,24 +45,35 @@ class _Subscriber:
     profile: str
     fingerprints: dict[Kind, str]
     notify: Notify
+    session: Hashable  # the session it belongs to (a listen stream is not a session of its own)
 
 
 class ChangeNotifier:
     """Announces list changes to each session: once per change, never when its lists did not change."""
 
-    def __init__(self, views: Views) -> None:
+    def __init__(self, views: Views, session_tools: SessionTools = _profile_tools) -> None:
         self.views = views
+        self.session_tools = session_tools
         self.announced = views.registry.generation
+        self._recheck = anyio.Event()
+        self._rechecks = (0, 0)  # (asked for, done)
         self.sent = 0  # list_changed notifications delivered, for the operator's metrics
         self._subscribers: OrderedDict[Hashable, _Subscriber] = OrderedDict()
         self._pass_done = anyio.Event()
 
-    def remember(self, key: Hashable, view: SessionView, notify: Notify, kinds: Iterable[Kind] = KINDS) -> None:
-        """The session got (or was told of) `kinds` of lists as in `view`; it wants to hear of changes."""
-        current = fingerprints(view)
+    def remember(
+        self, key: Hashable, view: SessionView, notify: Notify, kinds: Iterable[Kind] = KINDS,
+        session: Hashable | None = None,
+    ) -> None:
+        """The session got (or was told of) `kinds` of lists as in `view`; it wants to hear of changes.
+
+        `key` names the subscription (a connection, or a listen stream of `session`).
+        """
+        session = key if session is None else session
+        current = self._fingerprints(session, view)
         subscriber = self._subscribers.get(key)
         if subscriber is None or subscriber.profile != view.profile:
-            subscriber = self._subscribers[key] = _Subscriber(view.profile, {}, notify)
+            subscriber = self._subscribers[key] = _Subscriber(view.profile, {}, notify, session)
         subscriber.notify = notify
         for kind in kinds:
             subscriber.fingerprints[kind] = current[kind]
@@ -80,16 +94,43 @@ class ChangeNotifier:
         while self.announced < generation:
             await self._pass_done.wait()
 
+    def recheck(self) -> None:
+        """Something only some sessions see changed (a promotion): compare every session's lists again."""
+        self._rechecks = (self._rechecks[0] + 1, self._rechecks[1])
+        self._recheck.set()
+
+    async def wait_rechecked(self) -> None:
+        """Return once the lists have been compared since the last `recheck()`."""
+        asked = self._rechecks[0]
+        while self._rechecks[1] < asked:
+            await self._pass_done.wait()
+
+    def _fingerprints(self, key: Hashable, view: SessionView) -> dict[Kind, str]:
+        return {"tools": self.session_tools(key, view), "prompts": view.catalog.prompts_fingerprint,
+                "resources": view.catalog.resources_fingerprint}
+
+    async def _next_change(self) -> None:
+        """Return at the next registry change or `recheck()`."""
+        async with anyio.create_task_group() as tg:
+
+            async def wait_then_stop(wait: Callable[[], Awaitable[object]]) -> None:
+                await wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(wait_then_stop, lambda: self.views.registry.wait_for_change(self.announced))
+            tg.start_soon(wait_then_stop, self._recheck.wait)
+        self._recheck = anyio.Event()
+
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Notify the sessions whose lists changed, after every change, until cancelled."""
         registry = self.views.registry
         task_status.started()
         while True:
-            await registry.wait_for_change(self.announced)
+            await self._next_change()
             await anyio.sleep(_COALESCE_SECONDS)  # a burst of changes becomes one announcement
-            generation = registry.generation
+            generation, asked = registry.generation, self._rechecks[0]
             for key, subscriber in list(self._subscribers.items()):
-                current = fingerprints(self.views.for_profile(subscriber.profile))
+                current = self._fingerprints(subscriber.session, self.views.for_profile(subscriber.profile))
                 for kind, fingerprint in list(subscriber.fingerprints.items()):
                     if current[kind] == fingerprint:
                         continue
@@ -99,6 +140,7 @@ class ChangeNotifier:
                         break
                     self.sent += 1
             self.announced = generation
+            self._rechecks = (self._rechecks[0], asked)
             self._pass_done.set()
             self._pass_done = anyio.Event()
 

@@ -13,7 +13,7 @@ import json
 import logging
 import time
 import warnings
-from collections.abc import AsyncIterator, Hashable, Mapping
+from collections.abc import AsyncIterator, Hashable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -30,6 +30,7 @@ from proxy.downstream._channels import RequestContext, SessionChannel
 from proxy.downstream._logging import SessionLogs
 from proxy.downstream._notifier import ChangeNotifier, Kind
 from proxy.downstream._observe import BRIDGE_SERVER, CallObserver, CallRecord, ConnectionId, session_label
+from proxy.downstream._promotion import Promotions
 from proxy.downstream._prompts import Prompts
 from proxy.downstream._protocol import Upstreams
 from proxy.downstream._resources import Resources
@@ -96,6 +97,8 @@ class Handlers:
         self.logs = SessionLogs(views, upstreams)
         self.resources = Resources(upstreams, self._view, self._request_channel, session_key)
         self.prompts = Prompts(upstreams, self._view, self._request_channel)
+        self.promotions = Promotions()
+        notifier.session_tools = self._tools_fingerprint
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Host what outlives one request (2026-era calls awaiting the client's input) until cancelled."""
@@ -106,6 +109,7 @@ class Handlers:
         self.notifier.forget(key)
         self.resources.subscriptions.forget(key)
         self.logs.forget(key)
+        self.promotions.forget(key)
 
     async def on_notice(self, server: str, notification: types.ServerNotification) -> None:
         """An upstream notification that no call claimed: resource updates and unrelated logs."""
@@ -154,7 +158,26 @@ class Handlers:
     ) -> types.ListToolsResult:
         view = await self._view(ctx)
         self._remember(ctx, view, "tools")
-        return types.ListToolsResult(tools=list(view.surface.tools))
+        surface, _ = self.views.session_surface(view, self._promoted(session_key(ctx), view))
+        return types.ListToolsResult(tools=list(surface.tools))
+
+    def _promoted(self, session: Hashable | None, view: SessionView) -> tuple[str, ...]:
+        """The deferred tools this session used and now gets listed directly (`promote: N`)."""
+        if session is None or not view.promote:
+            return ()
+        return self.views.promotable(view, self.promotions.used(session))
+
+    def _tools_fingerprint(self, session: Hashable, view: SessionView) -> str:
+        return self.views.session_surface(view, self._promoted(session, view))[1]
+
+    def _used(self, session: Hashable | None, view: SessionView, names: Iterable[str]) -> None:
+        """The session used these tools: promote the deferred ones, and tell it if its list changed."""
+        used = [name for name in names if name in view.deferred]
+        if session is None or not view.promote or not used:
+            return
+        for name in used:
+            self.promotions.use(session, name)
+        self.notifier.recheck()
 
     async def list_prompts(
         self, ctx: RequestContext, params: types.PaginatedRequestParams | None
@@ -204,7 +227,7 @@ class Handlers:
 
         stream = object()
         if kinds:
-            self.notifier.remember(stream, view, notify, kinds)
+            self.notifier.remember(stream, view, notify, kinds, session=session_key(ctx))
         for uri in uris:
             target = view.catalog.route_uri(uri)
             if target is not None and self.resources.subscriptions.add(stream, target, uri, updated):
@@ -242,8 +265,9 @@ class Handlers:
         started, clock = time.time(), time.perf_counter()
         target: list[ToolEntry] = []  # the upstream tool this call reached, once known
         error: Exception | None = None
+        session = session_key(ctx)
         try:
-            result = await self._dispatch(view, params.name, arguments, channel, target)
+            result = await self._dispatch(session, view, params.name, arguments, channel, target)
         except InvalidArguments as exc:
             error = exc
             payload = {"error": str(exc), "path": exc.path, "constraint": exc.constraint}
@@ -255,26 +279,30 @@ class Handlers:
             error = exc
             logger.exception("tool call %s failed", params.name)
             result = _text_result(f"toolbridge: internal error: {redact(str(exc))}", is_error=True)
+        if error is None and not result.is_error:
+            self._used(session, view, [entry.name for entry in target])
         if self.on_call is not None:
             self.on_call(_record(ctx, view, params.name, arguments, target, result, error,
                                  started, time.perf_counter() - clock))
         return result
 
     async def _dispatch(
-        self, view: SessionView, name: str, arguments: dict[str, Any], channel: SessionChannel | RoundTripChannel,
-        target: list[ToolEntry],
+        self, session: Hashable | None, view: SessionView, name: str, arguments: dict[str, Any],
+        channel: SessionChannel | RoundTripChannel, target: list[ToolEntry],
     ) -> types.CallToolResult:
         if view.surface.tier == "bridge":
             if name == "tool_search":
                 await bridge.prepare_search(self.views, arguments)
                 return _text_result(bridge.search(self.views, view, arguments))
             if name == "tool_describe":
-                return _text_result(bridge.describe(self.views, view, arguments))
+                described = bridge.describe(self.views, view, arguments)
+                self._used(session, view, described["tools"])
+                return _text_result(described)
             if name == "tool_call":
                 prepared = bridge.prepare_call(self.views, view, arguments)
                 target.append(prepared.entry)
                 return await self._forward(prepared.entry, prepared.arguments, channel)
-        direct = view.core if view.surface.tier == "bridge" else view.scope
+        direct = view.core.union(self._promoted(session, view)) if view.surface.tier == "bridge" else view.scope
         entry = self.views.registry.get(name)
         if entry is None or name not in direct:
             raise UnknownTool(name, bridge.suggest(view, name))

@@ -1,0 +1,104 @@
+"""Client-aware surfaces end to end (issue 11): `_meta` for clients that defer tools, direct exposure,
+and promotion, through `toolbridge serve` over stdio and HTTP."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from conftest import free_port
+from fleetdir import serve_http, serve_stdio, write_fleet
+from mcp import Client, types
+from mcp.client.streamable_http import streamable_http_client
+
+pytestmark = pytest.mark.anyio
+
+TOOLSETS = {
+    "core": ["alpha__alpha_0000"],
+    "startup_wait": 20,
+    "profiles": {
+        "default": {"promote": 2},
+        "direct": {"match": "direct-*", "exposure": "direct"},
+    },
+}
+IN_SCOPE = {f"alpha__alpha_{i:04}" for i in range(3)} | {f"beta__beta_{i:04}" for i in range(4)}
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    servers = {"alpha": ["--tools", "3", "--prefix", "alpha"], "beta": ["--tools", "4", "--prefix", "beta"]}
+    return write_fleet(tmp_path / "config", servers, TOOLSETS)
+
+
+@asynccontextmanager
+async def connect(config: Path, transport: str, mode: str, client: str, on_message: Any = None
+                  ) -> AsyncIterator[Client]:
+    info = types.Implementation(name=client, version="1")
+    if transport == "stdio":
+        async with Client(serve_stdio(config), mode=mode, client_info=info, message_handler=on_message) as session:
+            yield session
+        return
+    async with serve_http(config, free_port()) as base, \
+            Client(streamable_http_client(f"{base}/mcp"), mode=mode, client_info=info,
+                   message_handler=on_message) as session:
+        yield session
+
+
+CASES = [("stdio", "legacy"), ("stdio", "auto"), ("http", "legacy"), ("http", "auto")]
+
+
+@pytest.mark.parametrize(("transport", "mode"), CASES)
+async def test_bridge_and_core_tools_are_always_loaded(config: Path, transport: str, mode: str) -> None:
+    async with connect(config, transport, mode, "ide") as client:
+        tools = {t.name: t.meta for t in (await client.list_tools()).tools}
+    assert list(tools) == ["alpha__alpha_0000", "tool_search", "tool_describe", "tool_call"]
+    assert all(meta and meta["anthropic/alwaysLoad"] is True for meta in tools.values())
+    assert tools["tool_call"]["anthropic/maxResultSizeChars"] == tools["alpha__alpha_0000"][
+        "anthropic/maxResultSizeChars"] == 100_000
+
+
+@pytest.mark.parametrize(("transport", "mode"), CASES)
+async def test_direct_exposure_is_the_scoped_registry(config: Path, transport: str, mode: str) -> None:
+    async with connect(config, transport, mode, "direct-agent") as client:
+        tools = (await client.list_tools()).tools
+        assert {t.name for t in tools} == IN_SCOPE and all(t.meta is None for t in tools)
+        called = await client.call_tool("beta__beta_0002", {"value": 5})
+        assert not called.is_error and json.loads(called.content[0].text)["arguments"] == {"value": 5}
+
+
+@pytest.mark.parametrize(("transport", "mode"), [c for c in CASES if c != ("http", "auto")])
+async def test_a_used_tool_is_promoted_and_the_session_told(config: Path, transport: str, mode: str) -> None:
+    """Over HTTP the 2026 era has no session to promote for (each request stands alone): not tested there."""
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async with connect(config, transport, mode, "ide", on_message) as client, anyio.create_task_group() as tg:
+        assert "beta__beta_0001" not in [t.name for t in (await client.list_tools()).tools]
+        if mode != "legacy":
+            listening = anyio.Event()
+
+            async def listen() -> None:
+                async with client.listen(tools_list_changed=True) as stream:
+                    listening.set()
+                    async for _ in stream:
+                        changed.set()
+
+            tg.start_soon(listen)
+            with anyio.fail_after(10):
+                await listening.wait()
+        called = await client.call_tool("tool_call", {"name": "beta__beta_0001", "arguments": {"value": 1}})
+        assert not called.is_error
+        with anyio.fail_after(10):
+            await changed.wait()
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert tools["beta__beta_0001"].input_schema["required"] == ["value"]
+        assert not (await client.call_tool("beta__beta_0001", {"value": 2})).is_error
+        tg.cancel_scope.cancel()
