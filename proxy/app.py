@@ -30,6 +30,7 @@ from proxy.downstream import (
     Handlers,
     HttpApp,
     LargeResults,
+    ProtectedResource,
     ReplicaMarker,
     build_server,
     serve_http,
@@ -74,6 +75,9 @@ class Gateway:
         config = keep_last_good(self.config, load_config(self.config.directory))
         for problem in config.problems:
             logger.error("config: %s (the last good settings stay in force)", problem)
+        if config.toolsets.auth != self.config.toolsets.auth:  # the HTTP app was built with the old one
+            logger.warning("config: toolsets.yaml: 'auth:' changes take effect at the next restart")
+            config.toolsets = config.toolsets.model_copy(update={"auth": self.config.toolsets.auth})
         self.fleet.update(config.upstreams)
         self.views.update_toolsets(config.toolsets)
         self.config = config
@@ -234,12 +238,15 @@ async def _serve(
                 async with stdio_server() as (read, write):
                     await server.run(read, write, server.create_initialization_options())
             else:
+                auth = config.toolsets.auth
+                resource = ProtectedResource(auth, config.directory) if auth is not None else None
                 app = HttpApp(
                     server,
                     security=transport_security(http.host, http.allowed_hosts, http.allowed_origins),
                     auth_token=http.auth_token,
                     has_profile=gateway.views.has_profile,
                     health=gateway.health,
+                    resource=resource,
                     status=gateway.status,
                     metrics=metrics.exposition,
                     replica=ReplicaMarker(http.replica_id) if http.replica_id else None,

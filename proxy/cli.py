@@ -1,4 +1,4 @@
-"""The `toolbridge` command: serve, catalog, search, status, check, import.
+"""The `toolbridge` command: serve, catalog, search, status, check, import, login.
 
 Output for people goes to stdout only in the one-shot commands; `serve` writes nothing but
 protocol to stdout. Logs always go to stderr, redacted.
@@ -29,10 +29,10 @@ from proxy import __version__
 from proxy.app import Gateway, HttpOptions, run_gateway, serve
 from proxy.config import Config, convert_client_config, load_config
 from proxy.downstream import LOOPBACK_HOSTS, REPLICA_ID_PATTERN, bridge
-from proxy.errors import redact
+from proxy.errors import UpstreamError, redact
 from proxy.listing import estimate_tokens
 from proxy.ops import PROFILE_COLUMNS, UPSTREAM_COLUMNS, plain_table, status_rows
-from proxy.upstream import UpstreamState
+from proxy.upstream import UpstreamState, login, token_store
 
 logger = logging.getLogger("proxy")
 
@@ -72,14 +72,29 @@ def _auth_token(args: argparse.Namespace) -> str | None:
     return args.auth_token or os.environ.get("TOOLBRIDGE_AUTH_TOKEN") or None
 
 
+def _refuse_unsafe_http(args: argparse.Namespace, config: Config, token: str | None) -> None:
+    """HTTP serving must never lose the endpoint's auth to a config mistake."""
+    toolsets = str(config.directory / "toolsets.yaml")
+    if any(problem.path == toolsets for problem in config.problems):
+        raise SystemExit("toolbridge: toolsets.yaml is invalid (see above); not serving HTTP without its settings")
+    auth = config.toolsets.auth
+    if auth is not None and token:
+        raise SystemExit("toolbridge: toolsets.yaml has 'auth:' (OAuth); drop --auth-token/TOOLBRIDGE_AUTH_TOKEN")
+    if auth is not None and auth.profile_claim and args.profile:
+        raise SystemExit(f"toolbridge: profiles follow the '{auth.profile_claim}' claim; drop --profile")
+
+
 def _serve(args: argparse.Namespace, config: Config) -> None:
     http = None
     if args.transport == "http":
         token = _auth_token(args)
-        if args.host not in (*LOOPBACK_HOSTS, "::1") and not token and not args.insecure_no_auth:
+        _refuse_unsafe_http(args, config, token)
+        if (args.host not in (*LOOPBACK_HOSTS, "::1") and not token and config.toolsets.auth is None
+                and not args.insecure_no_auth):
             raise SystemExit(
                 f"toolbridge: refusing to serve {args.host} without a bearer token: anyone who can reach it could "
-                "call every tool. Set TOOLBRIDGE_AUTH_TOKEN (or --auth-token), or pass --insecure-no-auth."
+                "call every tool. Set TOOLBRIDGE_AUTH_TOKEN (or --auth-token), 'auth:' in toolsets.yaml, or pass "
+                "--insecure-no-auth."
             )
         if args.replica_id and not re.fullmatch(REPLICA_ID_PATTERN, args.replica_id):
             raise SystemExit(f"toolbridge: --replica-id {args.replica_id!r} must be a lowercase DNS label "
@@ -200,6 +215,30 @@ def _import(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def _login(args: argparse.Namespace, config: Config) -> int:
+    """The browser flow for one `auth: oauth` upstream: print the URL, take the loopback redirect."""
+    upstream = config.upstreams.get(args.server)
+    if upstream is None or upstream.auth is None:
+        print(f"error: {args.server!r} is not an upstream with 'auth: oauth' in {config.directory}/upstreams/",
+              file=sys.stderr)
+        return 1
+
+    port = upstream.auth.redirect_port
+
+    async def show(url: str) -> None:
+        print(f"Open this URL in a browser to authorize toolbridge for {upstream.name}:\n\n    {url}\n\n"
+              f"Waiting for the browser to come back to 127.0.0.1:{port} ...", flush=True)
+
+    try:
+        count = anyio.run(functools.partial(login, upstream, config.directory, show_url=show))
+    except UpstreamError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    where = token_store(upstream, config.directory).location
+    print(f"{upstream.name}: authorized, {count} tools; tokens are kept in {where}")
+    return 0
+
+
 def _check(config: Config) -> int:
     for problem in config.problems:
         print(f"error: {problem}", file=sys.stderr)
@@ -254,6 +293,8 @@ def _parser() -> argparse.ArgumentParser:
     importer = commands.add_parser("import", parents=[common], help="convert a client's mcpServers config")
     importer.add_argument("file", type=Path)
     importer.add_argument("--force", action="store_true", help="overwrite existing upstream files")
+    authorize = commands.add_parser("login", parents=[common], help="authorize an 'auth: oauth' upstream (browser)")
+    authorize.add_argument("server")
     return parser
 
 
@@ -268,6 +309,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = _load(args)
     if args.command == "check":
         return _check(config)
+    if args.command == "login":
+        return _login(args, config)
     if args.command == "serve":
         _serve(args, config)
         return 0

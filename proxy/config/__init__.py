@@ -13,12 +13,16 @@ from proxy.config._loading import (
     parse_tool_search,
 )
 from proxy.config._models import (
+    DEFAULT_REDIRECT_PORT,
     SERVER_NAME,
     AuditConfig,
     Config,
+    Introspection,
     LargeResultsConfig,
     MetricsConfig,
+    OAuthSettings,
     ProfileConfig,
+    ResourceAuth,
     ToolFilter,
     ToolSearchSettings,
     ToolsetConfig,
@@ -27,12 +31,16 @@ from proxy.config._models import (
 )
 
 __all__ = [
+    "DEFAULT_REDIRECT_PORT",
     "SERVER_NAME",
     "AuditConfig",
     "Config",
+    "Introspection",
     "LargeResultsConfig",
     "MetricsConfig",
+    "OAuthSettings",
     "ProfileConfig",
+    "ResourceAuth",
     "ToolFilter",
     "ToolSearchSettings",
     "ToolsetConfig",

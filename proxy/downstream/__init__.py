@@ -2,7 +2,8 @@
 
 `build_server(Handlers(...))` gives the SDK server for stdio or in-memory use; `HttpApp` serves it
 over Streamable HTTP behind the Host/Origin and bearer checks, its session ids marked with the
-replica's id when one is given (`ReplicaMarker`).
+replica's id when one is given (`ReplicaMarker`); `ProtectedResource` makes that endpoint an OAuth
+protected resource whose tokens' claims choose the profile.
 """
 
 from proxy.downstream import _bridge as bridge
@@ -13,6 +14,7 @@ from proxy.downstream._notifier import ChangeNotifier
 from proxy.downstream._observe import BRIDGE_SERVER, CallObserver, CallRecord
 from proxy.downstream._protocol import Upstreams
 from proxy.downstream._replica import REPLICA_ID_PATTERN, ReplicaMarker
+from proxy.downstream._resource import ProtectedResource
 from proxy.downstream._server import Handlers, build_server, session_key
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "Handlers",
     "HttpApp",
     "LargeResults",
+    "ProtectedResource",
     "ReplicaMarker",
     "Upstreams",
     "bridge",

@@ -1,10 +1,11 @@
 """Streamable HTTP transport: `/mcp`, `/mcp/<profile>`, `/healthz`, and the operator's `/status`, `/metrics`.
 
 Every request passes the SDK's Host/Origin check (DNS-rebinding protection, configured here and
-applied first, so even `/healthz` answers only to allowed hosts) and, when a token is set, the
-bearer check (all but `/healthz`), before it reaches the SDK's session manager. `/healthz` is a
-readiness probe: 503 until the fleet settled and again once the drain began, 200 in between.
-Behind a load balancer each replica marks its session ids (`_replica.py`).
+applied first, so even `/healthz` answers only to allowed hosts) and then either the static
+bearer check (all but `/healthz`, when a token is set) or, with `auth:` in `toolsets.yaml`, the
+OAuth protected resource (`_resource.py`), before it reaches the SDK's session manager.
+`/healthz` is a readiness probe: 503 until the fleet settled and again once the drain began, 200
+in between. Behind a load balancer each replica marks its session ids (`_replica.py`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from starlette.types import Receive, Scope, Send
 
 from proxy.downstream._drain import StreamDrain
 from proxy.downstream._replica import ReplicaMarker
+from proxy.downstream._resource import ALLOWED_PROFILES_SCOPE_KEY, ProtectedResource
 from proxy.downstream._server import PROFILE_SCOPE_KEY
 
 logger = logging.getLogger(__name__)
@@ -73,12 +75,15 @@ class HttpApp:
         auth_token: str | None,
         has_profile: Callable[[str], bool],
         health: Callable[[], dict[str, Any]],
+        resource: ProtectedResource | None = None,
         status: Callable[[], dict[str, Any]] | None = None,
         metrics: Callable[[], bytes] | None = None,
         replica: ReplicaMarker | None = None,
     ) -> None:
         self.guard = TransportSecurityMiddleware(security)
         self.auth_token = auth_token
+        self.resource = resource
+        self.protected = resource.protect(self._behind_auth) if resource is not None else self._behind_auth
         self.has_profile = has_profile
         self.health = health
         self.status = status
@@ -101,10 +106,19 @@ class HttpApp:
         if path == "/healthz":
             await self._healthz(scope, receive, send)
             return
+        if self.resource is not None and path in self.resource.metadata_paths:
+            await self.resource.metadata_app(scope, receive, send)
+            return
         if not check_bearer(Headers(scope=scope), self.auth_token):
             response = Response("Unauthorized", status_code=401, headers={"WWW-Authenticate": "Bearer"})
             await response(scope, receive, send)
             return
+        await self.protected(scope, receive, send)
+
+    async def _behind_auth(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """`/status`, `/metrics`, and MCP in the path's profile, unless a token's claim allows
+        others: then one of those (the first by default)."""
+        path = scope["path"].rstrip("/") or "/"
         if path == "/status" and self.status is not None:
             await JSONResponse(self.status())(scope, receive, send)
             return
@@ -115,7 +129,13 @@ class HttpApp:
         if profile is None:
             await Response("Not Found", status_code=404)(scope, receive, send)
             return
-        scope = {**scope, PROFILE_SCOPE_KEY: profile or None}
+        allowed = scope.get(ALLOWED_PROFILES_SCOPE_KEY)
+        if allowed is not None:
+            allowed = tuple(p for p in allowed if self.has_profile(p))  # a reload may have removed one
+        if allowed is not None and (not allowed or (profile and profile not in allowed)):
+            await Response("Forbidden: no such profile for this identity", status_code=403)(scope, receive, send)
+            return
+        scope = {**scope, PROFILE_SCOPE_KEY: profile or (allowed[0] if allowed else None)}
         await self.drain.serve(self._mcp, scope, receive, send)
 
     async def _mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
