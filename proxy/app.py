@@ -29,6 +29,7 @@ from proxy.downstream import (
     ChangeNotifier,
     Handlers,
     HttpApp,
+    LargeResults,
     ReplicaMarker,
     build_server,
     serve_http,
@@ -38,7 +39,7 @@ from proxy.ops import AuditLog, Metrics, reload_on_sighup, status_report, watch_
 from proxy.registry import Registry
 from proxy.search import SemanticIndex
 from proxy.shared import SharedState, open_shared_state
-from proxy.upstream import Fleet, NoticeSink
+from proxy.upstream import CatalogCache, Fleet, NoticeSink
 from proxy.views import Views
 
 logger = logging.getLogger(__name__)
@@ -54,10 +55,10 @@ class Gateway:
     shared: SharedState
 
     async def wait_until_ready(self, timeout: float) -> bool:
-        """Wait (bounded) until every upstream has registered or failed once."""
+        """Wait (bounded) until every upstream has connected or failed once (a lazy one is not started)."""
         with anyio.move_on_after(timeout):
-            await self.fleet.ready.wait()
-        return self.fleet.ready.is_set()
+            await self.fleet.started.wait()
+        return self.fleet.started.is_set()
 
     def health(self) -> dict[str, Any]:
         """`starting` until every upstream registered or failed once (a readiness probe waits for it), then `ok`."""
@@ -78,10 +79,14 @@ class Gateway:
         self.config = config
 
 
-def embedding_cache_dir(config: Config) -> Path:
-    """`$TOOLBRIDGE_CACHE_DIR/embeddings`, else `<config dir>/.cache/embeddings`."""
+def cache_dir(config: Config) -> Path:
+    """`$TOOLBRIDGE_CACHE_DIR`, else `<config dir>/.cache`."""
     root = os.environ.get("TOOLBRIDGE_CACHE_DIR")
-    return (Path(root) if root else config.directory / ".cache") / "embeddings"
+    return Path(root) if root else config.directory / ".cache"
+
+
+def embedding_cache_dir(config: Config) -> Path:
+    return cache_dir(config) / "embeddings"
 
 
 async def embed_pending(index: SemanticIndex) -> None:
@@ -125,8 +130,11 @@ async def run_gateway(
         for listener in listeners:
             await listener(server, notification)
 
+    settings = config.toolsets
     fleet = Fleet(config.upstreams, registry, config_dir=config.directory,
-                  log_dir=log_dir or config.directory / "logs", catalogs=catalogs, notices=notices)
+                  log_dir=log_dir or config.directory / "logs", catalogs=catalogs, notices=notices,
+                  cache=CatalogCache(cache_dir(config) / "catalogs"), lazy=settings.lazy,
+                  idle_timeout=settings.idle_timeout, spawn_concurrency=settings.spawn_concurrency)
     views = Views(registry, config.toolsets, fleet.availability, default_context_tokens=context_tokens,
                   cache_dir=embedding_cache_dir(config), catalogs=catalogs)
     async with open_shared_state(redis_url or config.toolsets.redis_url) as shared, \
@@ -213,7 +221,9 @@ async def _serve(
             metrics = Metrics(gateway.fleet, gateway.views, notifier, top_tools=config.toolsets.metrics.top_tools)
             handlers = Handlers(gateway.views, gateway.fleet, notifier, fleet_ready=gateway.fleet.ready,
                                 startup_wait=config.toolsets.startup_wait, profile=profile,
-                                on_call=_call_observers(metrics, audit))
+                                on_call=_call_observers(metrics, audit),
+                                large_results=LargeResults(gateway.shared.results,
+                                                           config.toolsets.large_results.max_chars))
             await tg.start(handlers.run)
             gateway.notice_listeners.append(handlers.on_notice)
             tg.start_soon(reload_on_sighup, gateway.reload)

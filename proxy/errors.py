@@ -43,6 +43,7 @@ __all__ = [
     "UpstreamRefused",
     "UpstreamTimeout",
     "UpstreamUnavailable",
+    "describe",
     "redact",
     "translate",
 ]
@@ -109,11 +110,14 @@ class BridgeError(ToolCallError):
 
 
 class UnknownTool(ToolCallError):
-    def __init__(self, name: str, suggestions: list[str]) -> None:
+    """`searchable` is False when the session's list has no `tool_search` to point to."""
+
+    def __init__(self, name: str, suggestions: list[str], *, searchable: bool = True) -> None:
         self.name = name
         self.suggestions = suggestions
         hint = f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
-        super().__init__(f"Unknown tool '{name}'.{hint} Use tool_search to find tools.")
+        where = "Use tool_search to find tools." if searchable else "List the tools again (tools/list)."
+        super().__init__(f"Unknown tool '{name}'.{hint} {where}")
 
 
 class OutOfScope(ToolCallError):
@@ -174,6 +178,12 @@ def _primary(exc: BaseException) -> BaseException:
     return leaves[0]
 
 
+def describe(exc: BaseException) -> str:
+    """`Type: message`, or the type alone when the message is empty (`TimeoutError()` says nothing)."""
+    message = str(exc).strip()
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
 def rejected_by_http(responses: Sequence[HttpResponse]) -> str | None:
     """Why an endpoint is not a Streamable HTTP MCP endpoint, judged by its responses, or None."""
     for status, content_type in responses:
@@ -208,29 +218,33 @@ def translate(
     what = f"{during}: " if during else ""
     if isinstance(leaf, MCPError):
         return _translate_code(server, leaf, responses, what)
-    if isinstance(leaf, httpx2.SSEError):
-        return UpstreamRefused(server, "not an MCP endpoint (no SSE event stream)")
+    if isinstance(leaf, httpx2.SSEError):  # once connected, the stream broke (an event over the limit)
+        if connecting:
+            return UpstreamRefused(server, "not an MCP endpoint (no SSE event stream)")
+        return UpstreamUnavailable(server, f"{what}the event stream failed ({describe(leaf)})")
     if isinstance(leaf, httpx2.HTTPStatusError):
         status = leaf.response.status_code
         if 400 <= status < 500 and status not in (408, 429):
             return UpstreamRefused(server, f"not an MCP endpoint (HTTP {status})")
         return UpstreamUnavailable(server, f"{what}HTTP {status}")
-    if isinstance(leaf, httpx2.TimeoutException):
-        return UpstreamTimeout(server, f"{what}HTTP request timed out")
+    if isinstance(leaf, httpx2.TimeoutException | TimeoutError):
+        return UpstreamTimeout(server, f"{what}timed out ({describe(leaf)})")
     if isinstance(leaf, httpx2.HTTPError):
-        return UpstreamUnavailable(server, f"{what}cannot reach the server ({type(leaf).__name__}: {leaf})")
+        return UpstreamUnavailable(server, f"{what}cannot reach the server ({describe(leaf)})")
     if isinstance(leaf, OSError):
         return UpstreamUnavailable(server, f"{what}{type(leaf).__name__}: {leaf.strerror or leaf}")
     if isinstance(leaf, ValidationError):
         return UpstreamError(server, f"{what}the answer does not follow the protocol ({leaf.error_count()} errors)")
-    return UpstreamError(server, f"{what}{type(leaf).__name__}: {leaf}")
+    return UpstreamError(server, f"{what}{describe(leaf)}")
 
 
 def _translate_code(server: str, exc: MCPError, responses: Sequence[HttpResponse], what: str) -> UpstreamError:
     if exc.code == types.INVALID_REQUEST and responses and responses[-1][0] == 404:
         return SessionLost(server, f"{what}the server restarted and lost the session")
     if exc.code == types.CONNECTION_CLOSED and what:
-        return UpstreamUnavailable(server, f"connection lost during {what[:-2]}; the outcome of the call is uncertain")
+        return UpstreamUnavailable(
+            server, f"connection lost during {what[:-2]}; the outcome of the call is uncertain ({exc.message})"
+        )
     kind, meaning = _CODES.get(exc.code, (UpstreamError, "error"))
     error = kind(server, f"{what}{meaning} (code {exc.code}: {exc.message})")
     error.code = exc.code
@@ -247,12 +261,15 @@ _SECRET_PATTERNS = [
                    r"[^\s\"',;&]+"),
         lambda m: f"{m.group(1)}{m.group(2) + ' ' if m.group(2) else ''}{_REDACTED}",
     ),
-    (re.compile(r"(?i)\b(bearer|basic)\s+(?!\[REDACTED\])[A-Za-z0-9._~+/=-]+"), rf"\1 {_REDACTED}"),
-    # `key=value`, `key: value`, `"key": "value"`, for any name ending in a secret-ish word:
-    # OPENAI_API_KEY=, client_secret=, refresh_token: ...
+    # A scheme and a credential (one with a digit or punctuation: "a basic command" is prose).
+    (re.compile(r"(?i)\b(bearer|basic)\s+(?!\[REDACTED\])(?=[A-Za-z]*[0-9._~+/=-])[A-Za-z0-9._~+/=-]+"),
+     rf"\1 {_REDACTED}"),
+    # `key=value`, `key: value`, `"key": "value"`, for any name ending in a secret-ish word that
+    # starts a word part (OPENAI_API_KEY=, client_secret=, apiKey:, refresh_token:), not "monkey:".
     (
         re.compile(
-            r"(?i)\b([A-Za-z0-9_.-]*?(?:key|token|secret|password|passwd|pwd|auth|credentials?))"
+            r"\b([A-Za-z0-9_.-]*?(?:(?<![A-Za-z])(?i:api_?key|key|token|secret|password|passwd|pwd|auth"
+            r"|credentials?)|Key|Token|Secret|Password|Auth|Credentials?))"
             r"([\"']?\s*[=:]\s*)(?!\[REDACTED\])(\"[^\"]*\"|'[^']*'|[^\s&,;\"'}\]]+)"
         ),
         rf"\1\2{_REDACTED}",

@@ -75,6 +75,25 @@ def qualify_names(server: str, raw_names: Iterable[str]) -> dict[str, str]:
 _VALID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
+def _without_shared(names: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """Give every qualified name that more than one server spells its per-server hashed form,
+    salted past every name given out (a raw name can spell out another tool's hashed form)."""
+    claims: dict[str, int] = {}
+    for mapping in names.values():
+        for name in mapping.values():
+            claims[name] = claims.get(name, 0) + 1
+    taken = set(claims)
+    for server in sorted(names):
+        for raw, name in sorted(names[server].items()):
+            if claims[name] > 1:
+                salt = 0
+                while (hashed := _with_digest(name, server, raw, salt)) in taken:
+                    salt += 1
+                taken.add(hashed)
+                names[server][raw] = hashed
+    return names
+
+
 @dataclass(frozen=True)
 class NameSource:
     """One server's raw names and whether it keeps them (`prefix: false`)."""
@@ -88,12 +107,14 @@ def assign_names(
 ) -> tuple[dict[str, dict[str, str]], list[str]]:
     """Every server's raw name → exposed name, and a warning per raw name that had to stay qualified.
 
-    Prefixed servers get `qualify_names`. A `prefix: false` server keeps a raw name when it is a
-    valid client name, not `reserved`, not another server's qualified name, and not kept by a server
-    earlier in name order; otherwise that name stays qualified. The answer depends only on the
-    sources, never on the order servers registered in.
+    Prefixed servers get `qualify_names`; a qualified name two servers spell alike (server `a`,
+    tool `b__c` and server `a__b`, tool `c`) goes to neither: each gets its hashed form. A
+    `prefix: false` server keeps a raw name when it is a valid client name, not `reserved`, not
+    another server's qualified name, and not kept by a server earlier in name order; otherwise that
+    name stays qualified. The answer depends only on the sources, never on the order servers
+    registered in.
     """
-    names = {server: qualify_names(server, source.raw_names) for server, source in sources.items()}
+    names = _without_shared({server: qualify_names(server, source.raw_names) for server, source in sources.items()})
     qualified_by = {name: s for s, mapping in names.items() for name in mapping.values()}
     taken = set(reserved)
     warnings: list[str] = []

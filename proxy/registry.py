@@ -7,7 +7,9 @@ Synchronous by design: it lives on one event loop, so it needs no locks. Every c
 
 from __future__ import annotations
 
+import json
 import logging
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -17,26 +19,58 @@ import anyio
 from mcp import types
 
 from proxy.names import BRIDGE_NAMES, NameSource, assign_names, server_toolset
+from proxy.text import clean, clean_strings
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
 class ToolEntry:
-    """One registered upstream tool. `tool` is the upstream definition, renamed to `name`."""
+    """One registered upstream tool. `tool` is the upstream definition, renamed to `name`.
 
-    name: str
-    server: str
-    raw_name: str
-    tool: types.Tool
+    Held compactly, for fleets of tens of thousands of tools: the definition minus its description
+    as compressed JSON (a parsed schema costs ~9 KB of Python objects per tool), rebuilt on demand
+    for the few tools a call or a `tool_describe` touches; the description stays a string, since
+    every listing and search result reads it.
+    """
+
+    __slots__ = ("_description", "_wire", "name", "raw_name", "server")
+
+    def __init__(self, name: str, server: str, raw_name: str, tool: types.Tool) -> None:
+        self.name, self.server, self.raw_name = name, server, raw_name
+        self._description = tool.description
+        rest = tool.model_dump(by_alias=True, exclude_none=True, mode="json", exclude={"name", "description"})
+        self._wire = zlib.compress(json.dumps(rest, separators=(",", ":")).encode(), 6)
+
+    def _fields(self) -> dict[str, Any]:
+        return json.loads(zlib.decompress(self._wire))
+
+    @property
+    def tool(self) -> types.Tool:
+        fields = self._fields()
+        if self._description is not None:
+            fields["description"] = self._description
+        return types.Tool.model_validate({**fields, "name": self.name})
 
     @property
     def description(self) -> str:
-        return self.tool.description or ""
+        return self._description or ""
 
     @property
     def input_schema(self) -> dict[str, Any]:
-        return self.tool.input_schema
+        schema: dict[str, Any] = self._fields().get("inputSchema", {})
+        return schema
+
+    def _key(self) -> tuple[str, str, str, str | None, bytes]:
+        return self.name, self.server, self.raw_name, self._description, self._wire
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ToolEntry) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"ToolEntry({self.name!r}, server={self.server!r})"
 
 
 @dataclass(frozen=True)
@@ -55,6 +89,18 @@ class ServerChange:
 
 
 Listener = Callable[[str, Sequence[ToolEntry]], None]
+
+
+def _as_shown(tool: types.Tool, name: str) -> types.Tool:
+    """The tool renamed and its texts cleaned (SPEC §8): what every listing, search and describe shows."""
+    update: dict[str, Any] = {"name": name, "input_schema": clean_strings(tool.input_schema)}
+    if tool.description is not None:
+        update["description"] = clean(tool.description)
+    if tool.title is not None:
+        update["title"] = clean(tool.title)
+    if tool.output_schema is not None:
+        update["output_schema"] = clean_strings(tool.output_schema)
+    return tool.model_copy(update=update)
 
 
 class Registry:
@@ -105,8 +151,9 @@ class Registry:
 
         Bumps the generation once if anything changed. Names owned by another server, and the
         reserved bridge names, are refused and logged, never raised. With `prefix=False` the tools
-        keep their raw names where `names.assign_names` allows; a server whose raw names that
-        decision moves (one earlier in name order arrived or left) is re-registered too.
+        keep their raw names where `names.assign_names` allows; a server whose names that decision
+        moves (one earlier in name order arrived or left, or a second server now spells one of its
+        qualified names alike) is re-registered too.
         """
         by_raw = {tool.name: tool for tool in tools}
         if by_raw:
@@ -120,9 +167,9 @@ class Registry:
         return change
 
     def _follow(self, assigned: dict[str, dict[str, str]], server: str) -> None:
-        for other, (source, tools) in list(self._sources.items()):
+        for other, (_source, tools) in list(self._sources.items()):
             current = {e.raw_name: e.name for e in self._by_server.get(other, {}).values()}
-            if other != server and not source.prefix and assigned[other] != current:
+            if other != server and assigned[other] != current:
                 self._apply(other, tools, assigned[other])
 
     def _assign(self) -> dict[str, dict[str, str]]:
@@ -150,7 +197,7 @@ class Registry:
                     server, name, owner.server, raw,
                 )
                 continue
-            new[name] = ToolEntry(name, server, raw, by_raw[raw].model_copy(update={"name": name}))
+            new[name] = ToolEntry(name, server, raw, _as_shown(by_raw[raw], name))
         added = tuple(sorted(n for n in new if n not in old))
         removed = tuple(sorted(n for n in old if n not in new))
         replaced = tuple(sorted(n for n in new if n in old and new[n] != old[n]))

@@ -15,6 +15,7 @@ from mcp import types
 
 from proxy.config import ToolSearchSettings
 from proxy.listing import NO_LISTING, Form, Listing, listing_budget, render_listing
+from proxy.registry import ToolEntry
 
 __all__ = [
     "ALWAYS_LOAD",
@@ -71,26 +72,30 @@ class Surface:
 
 def build_surface(
     core: Sequence[types.Tool],
-    deferred: Mapping[str, Sequence[types.Tool]],
+    deferred: Mapping[str, Sequence[types.Tool | ToolEntry]],
     settings: ToolSearchSettings,
     context_tokens: int | None,
     hints: ClientHints = ClientHints(),
     *,
     reserved_tokens: int = 0,
+    deferrable: bool | None = None,
 ) -> Surface:
     """Build a session's tool surface from its core tools and its deferred tools per server label.
 
     Tool names must be unique across `core` and `deferred` (the registry guarantees it); sorting
     by name is what makes the answer independent of input order. `reserved_tokens` of the listing
-    budget are already spent (on tools promoted for this session).
+    budget are already spent (on tools promoted for this session). `deferrable` says whether the
+    session's known catalog has deferred tools, servers that are down included (default: whether
+    `deferred` is non-empty): the tier follows it, so it does not flip while servers restart.
     """
     count = sum(len(tools) for tools in deferred.values())
-    everything = [*core, *(tool for tools in deferred.values() for tool in tools)]
+    rest = [_definition(tool) for tools in deferred.values() for tool in tools]
     if hints.exposure == "direct":
-        return Surface(_by_name(everything), "direct", "none", 0, 0, count)
+        return Surface(_by_name([*core, *rest]), "direct", "none", 0, 0, count)
+    if deferrable is None:
+        deferrable = count > 0
     marked = [_always_loaded(tool, hints, result=True) for tool in core]
-    if count == 0 or settings.enabled == "off":
-        rest = [tool for tools in deferred.values() for tool in tools]
+    if not deferrable or settings.enabled == "off":
         return Surface(_by_name([*marked, *rest]), "pass-through", "none", 0, 0, count)
     budget = 0 if settings.listing == "off" else listing_budget(context_tokens, settings)
     listing = _listing(deferred, max(0, budget - reserved_tokens))
@@ -117,11 +122,16 @@ def _always_loaded(tool: types.Tool, hints: ClientHints, *, result: bool) -> typ
     return tool.model_copy(update={"meta": meta})
 
 
+def _definition(tool: types.Tool | ToolEntry) -> types.Tool:
+    """Registry entries are parsed only here, when the whole definition is sent."""
+    return tool if isinstance(tool, types.Tool) else tool.tool
+
+
 def _by_name(tools: Iterable[types.Tool]) -> tuple[types.Tool, ...]:
     return tuple(sorted(tools, key=lambda tool: tool.name))
 
 
-def _listing(deferred: Mapping[str, Sequence[types.Tool]], budget: int) -> Listing:
+def _listing(deferred: Mapping[str, Sequence[types.Tool | ToolEntry]], budget: int) -> Listing:
     if budget <= 0:
         return NO_LISTING
     catalog = {

@@ -1,14 +1,41 @@
-"""Text from upstreams as shown to a model: sentences, the one rule both the listing and search use."""
+"""Text from upstreams as shown to a model or a terminal: cleaned of hidden characters, and split
+into sentences by the one rule both the listing and search use."""
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["first_sentence", "split_sentences"]
+__all__ = ["REMOVED", "clean", "clean_strings", "first_sentence", "split_sentences"]
+
+REMOVED = "\ufffd"  # shown once where a run of hidden or control characters was taken out
+
+# Invisible to a reader, or acted on by a terminal, yet read by a model (SPEC §8): C0 controls but
+# tab and newline, DEL and C1, zero-width and joiners, bidi marks, embeddings, overrides and
+# isolates, the word joiner and invisible operators, the BOM, and Unicode TAG characters.
+_HIDDEN = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f"
+    "\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]+"
+)
 
 # A sentence ends at `.`, `!` or `?` followed by whitespace or the end, except right after an
 # abbreviation. Dotted names (`api.github.com`, `v1.2`) never match: their `.` is followed by text.
 _SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\betc)[.!?](?=\s|$)", re.IGNORECASE)
+
+
+def clean(text: str) -> str:
+    """`text` with each run of hidden or control characters replaced by one visible `REMOVED`."""
+    return _HIDDEN.sub(REMOVED, text)
+
+
+def clean_strings(value: object) -> object:
+    """Every string value in a JSON-like structure cleaned; keys are names the upstream expects back."""
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, dict):
+        return {key: clean_strings(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [clean_strings(item) for item in value]
+    return value
 
 
 def split_sentences(text: str) -> list[str]:

@@ -153,12 +153,14 @@ class Views:
         servers = session_servers(profile, toolsets, (tools[n].server for n in allowed)) - unavailable
         scope = frozenset(n for n in allowed if tools[n].server not in unavailable)
         core, deferred = split_core(scope, self.toolsets.core)
-        by_server: dict[str, list[types.Tool]] = {}
+        known_deferred = split_core(allowed, self.toolsets.core)[1]
+        by_server: dict[str, list[ToolEntry]] = {}
         for name in deferred:
-            by_server.setdefault(tools[name].server, []).append(tools[name].tool)
+            by_server.setdefault(tools[name].server, []).append(tools[name])
         context = profile.context_tokens or self.default_context_tokens
         surface = build_surface(
-            [tools[n].tool for n in core], by_server, self.toolsets.tool_search, context, self._hints(profile)
+            [tools[n].tool for n in core], by_server, self.toolsets.tool_search, context, self._hints(profile),
+            deferrable=bool(known_deferred),
         )
         return SessionView(
             profile_name, context, allowed, core, deferred, surface, _fingerprint(surface.tools),
@@ -196,12 +198,13 @@ class Views:
         if cached is None:
             tools = self.registry.tools
             core = [tools[n].tool for n in (*view.core, *promoted)]
-            by_server: dict[str, list[types.Tool]] = {}
+            by_server: dict[str, list[ToolEntry]] = {}
             for name in view.deferred.difference(promoted):
-                by_server.setdefault(tools[name].server, []).append(tools[name].tool)
+                by_server.setdefault(tools[name].server, []).append(tools[name])
             reserved = sum(estimate_tokens(self._wire(n)) for n in promoted)
             surface = build_surface(core, by_server, self.toolsets.tool_search, view.context_tokens,
-                                    self._hints(self._profile(view.profile)), reserved_tokens=reserved)
+                                    self._hints(self._profile(view.profile)), reserved_tokens=reserved,
+                                    deferrable=True)
             if len(self._promoted_surfaces) >= _MAX_PROMOTED_SURFACES:
                 self._promoted_surfaces.clear()
             cached = self._promoted_surfaces[key] = (surface, _fingerprint(surface.tools))

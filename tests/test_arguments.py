@@ -9,6 +9,8 @@ import pytest
 from proxy.downstream import check_arguments, coerce_arguments
 from proxy.errors import InvalidArguments
 
+pytestmark = pytest.mark.anyio
+
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -56,9 +58,9 @@ def test_strings_are_coerced_to_the_declared_type(given: dict[str, Any], expecte
         ({"count": 1, "nested": {"depth": "x"}}, "arguments.nested.depth", "type"),
     ],
 )
-def test_invalid_arguments_report_path_and_constraint(given: dict[str, Any], path: str, constraint: str) -> None:
+async def test_invalid_arguments_report_path_and_constraint(given: dict[str, Any], path: str, constraint: str) -> None:
     with pytest.raises(InvalidArguments) as caught:
-        check_arguments(given, SCHEMA)
+        await check_arguments(given, SCHEMA)
     assert (caught.value.path, caught.value.constraint) == (path, constraint)
     assert caught.value.input_schema == SCHEMA
 
@@ -71,9 +73,9 @@ def test_invalid_arguments_report_path_and_constraint(given: dict[str, Any], pat
         {"type": 12},
     ],
 )
-def test_unusable_schemas_let_the_call_through(schema: dict[str, Any]) -> None:
-    assert check_arguments({"x": 1}, schema) == {"x": 1}
+async def test_unusable_schemas_let_the_call_through(schema: dict[str, Any]) -> None:
+    assert await check_arguments({"x": 1}, schema) == {"x": 1}
 
 
-def test_none_arguments_are_an_empty_object() -> None:
-    assert check_arguments(None, {"type": "object"}) == {}
+async def test_none_arguments_are_an_empty_object() -> None:
+    assert await check_arguments(None, {"type": "object"}) == {}

@@ -19,6 +19,7 @@ from pydantic import (
 
 from proxy.errors import ConfigError
 
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # use with fullmatch: `$` accepts a trailing newline
 
 
@@ -45,11 +46,17 @@ class UpstreamConfig(_Frozen):
     enabled: bool = True
     timeout: float = Field(default=300, gt=0)
     connect_timeout: float = Field(default=60, gt=0)
+    # The largest message accepted from this upstream (a stdio line, a Streamable HTTP event).
+    max_message_bytes: int = Field(default=MAX_MESSAGE_BYTES, gt=0)
+    restart_wait: float = Field(default=5, ge=0)  # how long a call waits for a restarting server
     tools: ToolFilter = ToolFilter()
     # The protocol era to speak upstream: `auto` probes 2026-07-28 and falls back to the handshake.
     protocol: Literal["auto", "legacy", "2026"] = "auto"
     # False: the server's tools and prompts keep their own names (collisions stay qualified).
     prefix: bool = True
+    # None: the `toolsets.yaml` default. Lazy: listed from the cached catalog, started on first use.
+    lazy: bool | None = None
+    idle_timeout: float | None = Field(default=None, gt=0)  # stdio only: stop after this long unused
 
     @field_validator("args", mode="before")
     @classmethod
@@ -159,6 +166,10 @@ class ToolsetsConfig(_Frozen):
     toolsets: dict[str, ToolsetConfig] = Field(default_factory=dict)
     profiles: dict[str, ProfileConfig] = Field(default_factory=lambda: {"default": ProfileConfig()})
     startup_wait: float = Field(default=3.0, ge=0)
+    # Fleet-wide defaults for `upstreams/*.yaml`, and how many stdio children may start at once.
+    lazy: bool = False
+    idle_timeout: float | None = Field(default=None, gt=0)
+    spawn_concurrency: int | None = Field(default=None, ge=1)
     tool_search: ToolSearchSettings = ToolSearchSettings()
     metrics: MetricsConfig = MetricsConfig()
     large_results: LargeResultsConfig = LargeResultsConfig()

@@ -8,6 +8,7 @@ replica's id when one is given (`ReplicaMarker`).
 from proxy.downstream import _bridge as bridge
 from proxy.downstream._arguments import check_arguments, coerce_arguments, validate_arguments
 from proxy.downstream._http import LOOPBACK_HOSTS, HttpApp, check_bearer, serve_http, transport_security
+from proxy.downstream._large import RESULTS_PREFIX, LargeResults
 from proxy.downstream._notifier import ChangeNotifier
 from proxy.downstream._observe import BRIDGE_SERVER, CallObserver, CallRecord
 from proxy.downstream._protocol import Upstreams
@@ -18,11 +19,13 @@ __all__ = [
     "BRIDGE_SERVER",
     "LOOPBACK_HOSTS",
     "REPLICA_ID_PATTERN",
+    "RESULTS_PREFIX",
     "CallObserver",
     "CallRecord",
     "ChangeNotifier",
     "Handlers",
     "HttpApp",
+    "LargeResults",
     "ReplicaMarker",
     "Upstreams",
     "bridge",

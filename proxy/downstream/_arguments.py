@@ -1,23 +1,19 @@
 """Checking `tool_call` arguments before they reach an upstream.
 
 Models often send `"5"` for 5 or `"true"` for true; those are coerced per the schema. Then the
-required keys are checked, then the JSON Schema. A schema that cannot be used (invalid, or an
-external `$ref`) lets the call through: the upstream is the final judge, we only save a round trip.
+required keys are checked, then the JSON Schema (off the event loop, bounded: `_validation`). A
+schema that cannot be used (invalid, an external `$ref`, too slow) lets the call through: the
+upstream is the final judge, we only save a round trip.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Mapping
 from typing import Any
 
-from jsonschema import exceptions as schema_errors
-from jsonschema import validators
-
+from proxy.downstream._validation import find_error
 from proxy.errors import InvalidArguments
-
-logger = logging.getLogger(__name__)
 
 
 def _types_of(schema: Any) -> list[str]:
@@ -75,7 +71,7 @@ def _path(parts: Any) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
 
 
-def validate_arguments(arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> None:
+async def validate_arguments(arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> None:
     """Check required keys, then the whole JSON Schema.
 
     Raises:
@@ -91,24 +87,19 @@ def validate_arguments(arguments: Mapping[str, Any], schema: Mapping[str, Any]) 
                 "required",
                 dict(schema),
             )
-    try:
-        validator = validators.validator_for(schema)(schema)
-        error = schema_errors.best_match(validator.iter_errors(dict(arguments)))
-    except Exception as exc:  # an unusable schema fails open: the upstream decides
-        logger.debug("schema not usable for validation (%s); passing the call through", exc)
-        return
+    error = await find_error(dict(arguments), schema)
     if error is not None:
         raise InvalidArguments(
             error.message, "arguments" + _path(error.absolute_path), str(error.validator), dict(schema)
         )
 
 
-def check_arguments(arguments: Mapping[str, Any] | None, schema: Mapping[str, Any]) -> dict[str, Any]:
+async def check_arguments(arguments: Mapping[str, Any] | None, schema: Mapping[str, Any]) -> dict[str, Any]:
     """Coerce, then validate; return the arguments to send upstream.
 
     Raises:
         InvalidArguments: the call must not be made.
     """
     coerced = coerce_arguments(arguments or {}, schema)
-    validate_arguments(coerced, schema)
+    await validate_arguments(coerced, schema)
     return coerced

@@ -174,7 +174,7 @@ class PreparedCall:
     arguments: dict[str, Any]
 
 
-def prepare_call(views: Views, view: SessionView, arguments: Mapping[str, Any]) -> PreparedCall:
+async def prepare_call(views: Views, view: SessionView, arguments: Mapping[str, Any]) -> PreparedCall:
     """Check a `tool_call` in the SPEC's order: deferred, in scope, then the arguments.
 
     Raises:
@@ -198,7 +198,7 @@ def prepare_call(views: Views, view: SessionView, arguments: Mapping[str, Any]) 
         raise BridgeError(f"'{name}' is a core tool: call it directly, not through tool_call")
     entry = views.registry.get(name)
     if entry is None:
-        raise UnknownTool(name, suggest(view, name))
+        raise UnknownTool(name, suggest(view, name), searchable=view.surface.tier == "bridge")
     if name not in view.allowed:
         raise OutOfScope(name)
-    return PreparedCall(entry, check_arguments(tool_arguments, entry.input_schema))
+    return PreparedCall(entry, await check_arguments(tool_arguments, entry.input_schema))

@@ -19,14 +19,16 @@ from typing import Any
 
 import anyio
 import anyio.abc
-from mcp import MCPDeprecationWarning, types
+from mcp import MCPDeprecationWarning, MCPError, types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from proxy import __version__
 from proxy.downstream import _bridge as bridge
+from proxy.downstream._arguments import check_arguments
 from proxy.downstream._channels import RequestContext, SessionChannel
+from proxy.downstream._large import LargeResults
 from proxy.downstream._logging import SessionLogs
 from proxy.downstream._notifier import ChangeNotifier, Kind
 from proxy.downstream._observe import BRIDGE_SERVER, CallObserver, CallRecord, ConnectionId, session_label
@@ -72,6 +74,18 @@ def _text_result(payload: Any, *, is_error: bool = False) -> types.CallToolResul
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
 
 
+def _offers(view: SessionView, name: str, arguments: dict[str, Any]) -> bool:
+    """Whether the call can be answered from what is registered now (else the startup window may wait).
+
+    A search or describe is about the whole catalog, and a `tool_call` about its target.
+    """
+    if name in ("tool_search", "tool_describe"):
+        return False
+    if name == "tool_call":
+        return arguments.get("name") in view.scope
+    return name in view.scope or any(tool.name == name for tool in view.surface.tools)
+
+
 class Handlers:
     """How each downstream request is answered, from the session's view of the catalog."""
 
@@ -85,13 +99,16 @@ class Handlers:
         startup_wait: float,
         profile: str | None = None,
         on_call: CallObserver | None = None,
+        large_results: LargeResults | None = None,
     ) -> None:
         self.on_call = on_call
+        self.large_results = large_results
         self.views = views
         self.upstreams = upstreams
         self.notifier = notifier
         self.fleet_ready = fleet_ready
         self.startup_wait = startup_wait
+        self.startup_deadline: float | None = None  # set by the first request that waits
         self.fixed_profile = profile
         self.round_trips = RoundTrips()
         self.logs = SessionLogs(views, upstreams)
@@ -129,11 +146,21 @@ class Handlers:
         return self.views.profile_for_client(_client_name(ctx))
 
     async def _view(self, ctx: RequestContext) -> SessionView:
-        """The session's view, after waiting (bounded) for the fleet's first registrations."""
-        if not self.fleet_ready.is_set():
-            with anyio.move_on_after(self.startup_wait):
-                await self.fleet_ready.wait()
+        """The session's view; no request waits for the fleet here (see `_await_startup`)."""
         return self.views.for_profile(self.profile_of(ctx))
+
+    async def _await_startup(self) -> None:
+        """Wait for every upstream to register or fail once, within `startup_wait` of the first list.
+
+        One window for the process, opened by its first `tools/list`, not one per session or
+        request: a list early enough sees the fast part of the fleet, and after the window nothing
+        ever waits for the fleet.
+        """
+        if not self.fleet_ready.is_set():
+            if self.startup_deadline is None:
+                self.startup_deadline = anyio.current_time() + self.startup_wait
+            with anyio.move_on_after(self.startup_deadline - anyio.current_time()):
+                await self.fleet_ready.wait()
 
     def _request_channel(self, ctx: RequestContext) -> BackChannel | None:
         """A back channel for a request that is not a tool call: handshake-era sessions only."""
@@ -156,10 +183,22 @@ class Handlers:
     async def list_tools(
         self, ctx: RequestContext, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
+        await self._await_startup()
         view = await self._view(ctx)
         self._remember(ctx, view, "tools")
         surface, _ = self.views.session_surface(view, self._promoted(session_key(ctx), view))
         return types.ListToolsResult(tools=list(surface.tools))
+
+    async def read_resource(
+        self, ctx: RequestContext, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        """An upstream's resource, or a page of a large result toolbridge kept (`toolbridge://results/…`)."""
+        if self.large_results is not None and self.large_results.owns(params.uri):
+            try:
+                return await self.large_results.read(params.uri)
+            except ValueError as exc:
+                raise MCPError(types.INVALID_PARAMS, str(exc)) from exc
+        return await self.resources.read(ctx, params)
 
     def _promoted(self, session: Hashable | None, view: SessionView) -> tuple[str, ...]:
         """The deferred tools this session used and now gets listed directly (`promote: N`)."""
@@ -182,12 +221,14 @@ class Handlers:
     async def list_prompts(
         self, ctx: RequestContext, params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
+        await self._await_startup()
         self._remember(ctx, await self._view(ctx), "prompts")
         return await self.prompts.list(ctx, params)
 
     async def list_resources(
         self, ctx: RequestContext, params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
+        await self._await_startup()
         self._remember(ctx, await self._view(ctx), "resources")
         return await self.resources.list(ctx, params)
 
@@ -262,6 +303,9 @@ class Handlers:
     ) -> types.CallToolResult:
         view = await self._view(ctx)
         arguments = params.arguments or {}
+        if not _offers(view, params.name, arguments):  # only the startup window waits
+            await self._await_startup()
+            view = await self._view(ctx)
         started, clock = time.time(), time.perf_counter()
         target: list[ToolEntry] = []  # the upstream tool this call reached, once known
         error: Exception | None = None
@@ -279,6 +323,8 @@ class Handlers:
             error = exc
             logger.exception("tool call %s failed", params.name)
             result = _text_result(f"toolbridge: internal error: {redact(str(exc))}", is_error=True)
+        if error is None and target and self.large_results is not None:
+            result = await self.large_results.cut(result)
         if error is None and not result.is_error:
             self._used(session, view, [entry.name for entry in target])
         if self.on_call is not None:
@@ -290,24 +336,24 @@ class Handlers:
         self, session: Hashable | None, view: SessionView, name: str, arguments: dict[str, Any],
         channel: SessionChannel | RoundTripChannel, target: list[ToolEntry],
     ) -> types.CallToolResult:
-        if view.surface.tier == "bridge":
-            if name == "tool_search":
-                await bridge.prepare_search(self.views, arguments)
-                return _text_result(bridge.search(self.views, view, arguments))
-            if name == "tool_describe":
-                described = bridge.describe(self.views, view, arguments)
-                self._used(session, view, described["tools"])
-                return _text_result(described)
-            if name == "tool_call":
-                prepared = bridge.prepare_call(self.views, view, arguments)
-                target.append(prepared.entry)
-                return await self._forward(prepared.entry, prepared.arguments, channel)
+        """Bridge tools answer in every tier: a client may hold a list from before a change."""
+        if name == "tool_search":
+            await bridge.prepare_search(self.views, arguments)
+            return _text_result(bridge.search(self.views, view, arguments))
+        if name == "tool_describe":
+            described = bridge.describe(self.views, view, arguments)
+            self._used(session, view, described["tools"])
+            return _text_result(described)
+        if name == "tool_call":
+            prepared = await bridge.prepare_call(self.views, view, arguments)
+            target.append(prepared.entry)
+            return await self._forward(prepared.entry, prepared.arguments, channel)
         direct = view.core.union(self._promoted(session, view)) if view.surface.tier == "bridge" else view.scope
         entry = self.views.registry.get(name)
         if entry is None or name not in direct:
-            raise UnknownTool(name, bridge.suggest(view, name))
+            raise UnknownTool(name, bridge.suggest(view, name), searchable=view.surface.tier == "bridge")
         target.append(entry)
-        return await self._forward(entry, arguments, channel)
+        return await self._forward(entry, await check_arguments(arguments, entry.input_schema), channel)
 
     async def _forward(
         self, entry: ToolEntry, arguments: dict[str, Any], channel: SessionChannel | RoundTripChannel
@@ -376,7 +422,7 @@ def build_server(handlers: Handlers) -> Server[Any]:
             on_call_tool=handlers.call_tool,
             on_list_resources=handlers.list_resources,
             on_list_resource_templates=handlers.resources.templates,
-            on_read_resource=handlers.resources.read,
+            on_read_resource=handlers.read_resource,
             on_subscribe_resource=handlers.resources.subscribe,
             on_unsubscribe_resource=handlers.resources.unsubscribe,
             on_list_prompts=handlers.list_prompts,

@@ -3,7 +3,7 @@
 Pure (stdlib and numpy) so the bridge, tests and benchmarks share one implementation. The index keeps
 per-server postings so a server's tool change touches only that server's entries; corpus-wide
 statistics (document frequency, average lengths) are maintained incrementally, and scoring runs over
-per-term arrays (`_postings`).
+per-term arrays (`_postings`), kept per server in flat arrays.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import sys
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
@@ -97,7 +98,8 @@ def doc_from_tool(name: str, server: str, raw_name: str, description: str | None
     props = props if isinstance(props, Mapping) else {}
     texts = tuple(text for spec in props.values() if (text := _param_text(spec)))
     description = description if isinstance(description, str) else ""
-    return SearchDoc(name, server, raw_name, description, tuple(map(str, props)), texts)
+    params = tuple(sys.intern(str(k)) for k in props)  # shared across tools: path, repo...
+    return SearchDoc(name, server, raw_name, description, params, texts)
 
 
 def _param_text(spec: Any) -> str:
@@ -136,11 +138,10 @@ PREFIX_MIN = 4
 COVERAGE_WORDS = 6
 
 
-@dataclass
+@dataclass(slots=True)
 class _Entry:
     doc: SearchDoc
-    terms: tuple[str, ...]
-    name_terms: frozenset[str]
+    name_terms: tuple[str, ...]
     lengths: tuple[int, ...]  # tokens per field
     doc_id: int
 
@@ -157,14 +158,17 @@ class SearchIndex:
         self._servers: dict[str, list[str]] = {}
         self._entries: dict[str, _Entry] = {}
         self._docs = postings.DocIds(len(FIELDS))
-        self._postings: dict[str, dict[str, postings.Chunk]] = defaultdict(dict)  # term -> server -> postings
+        self._postings: dict[str, int] = {}  # term -> how many servers have it
+        self._blocks: dict[str, postings.Block] = {}  # server -> its postings
+        self._term_ids: dict[str, int] = {}  # every term ever seen, for the blocks' compact keys
+        self._terms: list[str] = []
         self._total_lengths = [0] * len(FIELDS)
         # Lazy caches: arrays per term (dropped when its postings change), the rest until any change.
         self._arrays: dict[str, postings.Chunk] = {}
         self._factors: postings.Floats | None = None  # per-doc field weight / length norm
         self._impacts_cache: dict[str, tuple[postings.Ids, postings.Floats]] = {}
         self._masks: dict[int, tuple[frozenset[str], npt.NDArray[np.bool_]]] = {}
-        self._exact: dict[str, set[str]] = defaultdict(set)
+        self._exact: dict[str, tuple[str, ...]] = {}  # almost always one name: a tuple, not a set
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -181,40 +185,53 @@ class SearchIndex:
         docs = [d for d in dict((d.name, d) for d in docs).values() if d.name not in self._entries]
         boilerplate = _boilerplate(docs)
         acronyms = _name_acronyms(docs)
-        rows: dict[str, tuple[list[int], list[tuple[int, ...]]]] = defaultdict(lambda: ([], []))
+        rows: dict[int, tuple[list[int], list[tuple[int, ...]]]] = defaultdict(lambda: ([], []))
         for doc in docs:
             tfs, lengths = _field_counts(doc, boilerplate, acronyms)
-            name_terms = frozenset(t for t, f in tfs.items() if f[0])
+            name_terms = tuple(t for t, f in tfs.items() if f[0])
             doc_id = self._docs.add(doc.name, lengths)
-            self._entries[doc.name] = _Entry(doc, tuple(tfs), name_terms, lengths, doc_id)
+            self._entries[doc.name] = _Entry(doc, name_terms, lengths, doc_id)
             self._add_lengths(lengths, 1)
             for term, tf in tfs.items():
-                rows[term][0].append(doc_id)
-                rows[term][1].append(tf)
-            for key in {doc.name.lower(), doc.raw_name.lower()}:
-                self._exact[key].add(doc.name)
+                row = rows[self._term_id(term)]
+                row[0].append(doc_id)
+                row[1].append(tf)
+            for key in _exact_keys(doc):
+                self._exact[key] = (*self._exact.get(key, ()), doc.name)
             names.append(doc.name)
-        for term, chunk in postings.chunks(rows).items():
-            self._postings[term][server] = chunk
+        for term_id in rows:
+            term = self._terms[term_id]
+            self._postings[term] = self._postings.get(term, 0) + 1
             self._arrays.pop(term, None)
+        self._blocks[server] = postings.Block(rows, len(FIELDS))
         self._servers[server] = names
+
+    def _term_id(self, term: str) -> int:
+        term_id = self._term_ids.get(term)
+        if term_id is None:
+            term_id = self._term_ids[term] = len(self._terms)
+            self._terms.append(term)
+        return term_id
 
     def remove_server(self, server: str) -> None:
         """Drop one server's tools from the index."""
+        block = self._blocks.pop(server, None)
+        for term_id in block.term_ids.tolist() if block is not None else ():
+            term = self._terms[term_id]
+            self._arrays.pop(term, None)
+            self._postings[term] -= 1
+            if not self._postings[term]:
+                del self._postings[term]
         for name in self._servers.pop(server, []):
             entry = self._entries.pop(name)
             self._docs.remove(entry.doc_id)
             self._add_lengths(entry.lengths, -1)
-            for term in entry.terms:
-                chunks = self._postings.get(term)
-                if chunks is not None and chunks.pop(server, None) is not None:
-                    self._arrays.pop(term, None)
-                    if not chunks:
-                        del self._postings[term]
             for key in {entry.doc.name.lower(), entry.doc.raw_name.lower()}:
-                self._exact[key].discard(name)
-                if not self._exact[key]:
-                    del self._exact[key]
+                rest = tuple(n for n in self._exact.get(key, ()) if n != name)
+                if rest:
+                    self._exact[key] = rest
+                else:
+                    self._exact.pop(key, None)
 
     def _add_lengths(self, lengths: tuple[int, ...], sign: int) -> None:
         for i, n in enumerate(lengths):
@@ -299,7 +316,9 @@ class SearchIndex:
         if cached is None:
             arrays = self._arrays.get(term)
             if arrays is None:
-                arrays = self._arrays[term] = postings.joined(list(self._postings[term].values()))
+                term_id = self._term_ids[term]
+                parts = [chunk for block in self._blocks.values() if (chunk := block.get(term_id)) is not None]
+                arrays = self._arrays[term] = postings.joined(parts)
             ids, tfs = arrays
             cached = self._impacts_cache[term] = (ids, postings.impacts(ids, tfs, self._doc_factors(), self.ranking.k1))
         return cached
@@ -344,6 +363,11 @@ class SearchIndex:
             return score * (1 + weight * covered)
 
         return {names[i]: s for i, s in postings.top_boosted(scores, limit, 1 + weight, boost).items()}
+
+
+def _exact_keys(doc: SearchDoc) -> set[str]:
+    """Lower-cased qualified and raw names; a name already in lower case is reused, not copied."""
+    return {name if (lower := name.lower()) == name else lower for name in (doc.name, doc.raw_name)}
 
 
 def _boilerplate(docs: list[SearchDoc]) -> frozenset[str]:

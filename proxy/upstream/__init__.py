@@ -8,6 +8,7 @@ routes calls and requests to the live connection, with a `BackChannel` to the do
 from proxy.upstream._availability import Availability
 from proxy.upstream._backchannel import BackChannel, InFlight, NoticeSink, client_callbacks
 from proxy.upstream._backoff import next_delay
+from proxy.upstream._cache import CatalogCache, config_key
 from proxy.upstream._connection import Connection, ProgressCallback, connect, filter_tools, strip_server_info
 from proxy.upstream._fleet import CatalogSink, Fleet, ServerStatus, ToolSink, UpstreamState
 from proxy.upstream._stdio import resolve_command
@@ -15,6 +16,7 @@ from proxy.upstream._stdio import resolve_command
 __all__ = [
     "Availability",
     "BackChannel",
+    "CatalogCache",
     "CatalogSink",
     "Connection",
     "Fleet",
@@ -25,6 +27,7 @@ __all__ = [
     "ToolSink",
     "UpstreamState",
     "client_callbacks",
+    "config_key",
     "connect",
     "filter_tools",
     "next_delay",

@@ -19,7 +19,6 @@ import anyio
 import anyio.lowlevel
 import httpx2
 from mcp import Client, MCPError, types
-from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError, ResourceUpdated, SubscriptionLost
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
@@ -35,6 +34,7 @@ from proxy.errors import (
     translate,
 )
 from proxy.upstream._backchannel import BackChannel, InFlight, NoticeSink, client_callbacks
+from proxy.upstream._sse import sse_transport
 from proxy.upstream._stdio import stdio_transport
 
 logger = logging.getLogger(__name__)
@@ -215,7 +215,7 @@ class Connection:
             logger.warning("server %s: stopped listing after %d pages", self.server, MAX_PAGES)
         return filter_tools(tools, self.config.tools.include, self.config.tools.exclude)
 
-    async def keepalive(self) -> None:
+    async def keepalive(self, timeout: float = KEEPALIVE_TIMEOUT) -> None:
         """Ping (a cheap list where ping is gone or unsupported); raises if the peer is dead.
 
         A connection busy with a call is alive by definition: its answer is what we wait for, and
@@ -223,7 +223,7 @@ class Connection:
         """
         if self.calls_in_flight:
             return
-        with anyio.move_on_after(KEEPALIVE_TIMEOUT) as scope:
+        with anyio.move_on_after(timeout) as scope:
             if not self.modern:
                 try:
                     await self.client.send_ping()
@@ -233,7 +233,7 @@ class Connection:
                         raise
             await self.client.list_tools(cache_mode="refresh")
         if scope.cancelled_caught and not self.calls_in_flight:
-            raise UpstreamUnavailable(self.server, f"no answer to a keepalive within {KEEPALIVE_TIMEOUT:g} s")
+            raise UpstreamUnavailable(self.server, f"no answer to a keepalive within {timeout:g} s")
 
     async def follow_changes(self) -> None:
         """Hold a modern `subscriptions/listen` stream open; its frames reach `Signals.on_message`."""
@@ -288,12 +288,18 @@ class Connection:
             error = translate(self.server, exc, responses=self.responses[seen:], during=f"tool {name!r}")
             if isinstance(error, UpstreamTimeout):
                 error = UpstreamTimeout(self.server, f"tool {name!r} gave no answer within {timeout:g} s; cancelled")
-            elif isinstance(error, UpstreamUnavailable):
+            elif isinstance(error, UpstreamUnavailable) and not self._request_stream_failed(exc):
                 self.signals.mark_lost()
             raise error from exc
         finally:
             self.calls_in_flight -= 1
         return strip_server_info(result)
+
+    def _request_stream_failed(self, exc: Exception) -> bool:
+        """Over Streamable HTTP each request has its own stream: one closing (an event over
+        `max_message_bytes`) fails that call alone, and the connection lives on."""
+        return (self.transport == "streamable-http" and isinstance(exc, MCPError)
+                and exc.code == types.CONNECTION_CLOSED)
 
 
 # --- opening a connection ------------------------------------------------------------------------
@@ -309,14 +315,6 @@ def _http_client(config: UpstreamConfig, responses: list[HttpResponse], **overri
     options: dict[str, Any] = {"headers": dict(config.headers), "timeout": _HTTP_TIMEOUT}
     options.update({k: v for k, v in overrides.items() if v is not None})
     return httpx2.AsyncClient(**options, event_hooks={"response": [record]})
-
-
-def _sse(config: UpstreamConfig, responses: list[HttpResponse]) -> Any:
-    def factory(headers: Any = None, timeout: Any = None, auth: Any = None) -> httpx2.AsyncClient:
-        return _http_client(config, responses, headers=headers, timeout=timeout, auth=auth)
-
-    assert config.url is not None
-    return sse_client(config.url, headers=dict(config.headers), httpx_client_factory=factory)
 
 
 @dataclass(frozen=True)
@@ -345,7 +343,9 @@ async def _open_http(
         try:
             async with AsyncExitStack() as attempt:
                 http = await attempt.enter_async_context(_http_client(config, responses))
-                client = await _enter(attempt, streamable_http_client(config.url, http_client=http), hooks)
+                stream = streamable_http_client(config.url, http_client=http,
+                                                max_sse_event_size=config.max_message_bytes)
+                client = await _enter(attempt, stream, hooks)
                 await stack.enter_async_context(attempt.pop_all())
                 return client, "streamable-http"
         except Exception:
@@ -353,7 +353,9 @@ async def _open_http(
                 raise
             logger.info("server %s: Streamable HTTP rejected; trying SSE", config.name)
             responses.clear()
-    return await _enter(stack, _sse(config, responses), hooks), "sse"
+    http = await stack.enter_async_context(_http_client(config, responses))
+    sse = sse_transport(http, config.url, config.name, config.max_message_bytes)
+    return await _enter(stack, sse, hooks), "sse"
 
 
 @asynccontextmanager

@@ -3,6 +3,10 @@
 Each supervisor owns its connection (enter and exit in the same task), registers the server's
 tools, follows change notifications, keeps the connection alive, reconnects with backoff, and
 parks a server that keeps failing. Tool calls run in the caller's task on the live connection.
+
+A server with a cached catalog is listed from it at once; a lazy one is not started until a call
+needs it, and a stdio server unused for its `idle_timeout` is stopped (its tools stay listed).
+Stdio children start at most `spawn_concurrency` at a time, so a large fleet does not thrash.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import enum
 import logging
 import math
+import os
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -20,18 +25,18 @@ import anyio
 from mcp import Client, types
 
 from proxy.config import UpstreamConfig
-from proxy.errors import SessionLost, UpstreamError, UpstreamRefused, UpstreamTimeout, UpstreamUnavailable
+from proxy.errors import SessionLost, UpstreamError, UpstreamRefused, UpstreamTimeout, UpstreamUnavailable, describe
 from proxy.upstream._availability import Availability
 from proxy.upstream._backchannel import BackChannel, NoticeSink
 from proxy.upstream._backoff import next_delay
-from proxy.upstream._connection import Connection, ProgressCallback, TransportChoice, connect
+from proxy.upstream._cache import CatalogCache
+from proxy.upstream._connection import KEEPALIVE_TIMEOUT, Connection, ProgressCallback, TransportChoice, connect
 
 logger = logging.getLogger(__name__)
 
 KEEPALIVE_INTERVAL = 30.0
 PARK_AFTER_FAILURES = 5
 REPROBE_INTERVAL = 300.0
-STABLE_AFTER = 60.0  # a connection that lived this long wipes the failure count
 T = TypeVar("T")
 
 
@@ -57,8 +62,10 @@ class CatalogSink(Protocol):
 
 
 class UpstreamState(enum.Enum):
+    LAZY = "lazy"  # listed from the cached catalog, not started yet
     STARTING = "starting"
-    READY = "ready"
+    READY = "ready"  # running
+    STOPPED = "stopped"  # stopped when idle; still listed, started again by the next call
     BACKOFF = "backoff"
     PARKED = "parked"
     DISABLED = "disabled"
@@ -89,11 +96,20 @@ class _Upstream:
     connection: Connection | None = None
     tool_count: int = 0
     failures: int = 0
-    settled: bool = False
+    settled: bool = False  # registered (live or from the cache) or failed once
+    tried: bool = False  # connected or failed once, or lazy: what a one-shot command waits for
+    state_changed: anyio.Event = field(default_factory=anyio.Event)
+    lazy: bool = False
+    idle_timeout: float | None = None
+    listed: bool = False  # its tools are in the registry (from the cache or a connection)
+    stored: bool = False  # the cache holds what the registry holds
+    used: bool = False  # a call asked for it since it last started
+    pending: int = 0  # calls waiting for it or running on it
+    last_used: float = 0.0
+    wake: anyio.Event = field(default_factory=anyio.Event)
     restarts: int = 0
     connected_since: float | None = None
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    state_changed: anyio.Event = field(default_factory=anyio.Event)
 
     @property
     def name(self) -> str:
@@ -112,27 +128,46 @@ class Fleet:
         log_dir: Path,
         mode: str = "auto",
         keepalive: float = KEEPALIVE_INTERVAL,
+        keepalive_timeout: float = KEEPALIVE_TIMEOUT,
         park_after: int = PARK_AFTER_FAILURES,
         reprobe: float = REPROBE_INTERVAL,
         grace: float = 60.0,
         catalogs: CatalogSink | None = None,
         notices: NoticeSink | None = None,
+        cache: CatalogCache | None = None,
+        lazy: bool = False,
+        idle_timeout: float | None = None,
+        spawn_concurrency: int | None = None,
     ) -> None:
         self.registry = registry
         self.catalogs = catalogs
         self._notices = notices
-        self.availability = Availability(check=self.is_ready, grace=grace)
-        self.ready = anyio.Event()
+        self.availability = Availability(check=self.is_offered, grace=grace)
+        self.ready = anyio.Event()  # every server settled: what the first tools/list waits for
+        self.started = anyio.Event()  # every server tried: what a one-shot command waits for
         self._config_dir = config_dir
         self._log_dir = log_dir
         self._mode = mode
         self._keepalive = keepalive
+        self._keepalive_timeout = keepalive_timeout
         self._park_after = park_after
         self._reprobe = reprobe
         self._grace = grace
-        self._servers: dict[str, _Upstream] = {}
+        self._cache = cache
+        self._spawn = anyio.CapacityLimiter(spawn_concurrency or 4 * (os.cpu_count() or 1))
+        self._lazy = lazy
+        self._idle_timeout = idle_timeout
+        self._servers = {name: self._new_upstream(config) for name, config in upstreams.items()}
         self._desired: dict[str, UpstreamConfig] = dict(upstreams)
         self._desired_changed = anyio.Event()
+
+    def _new_upstream(self, config: UpstreamConfig) -> _Upstream:
+        up = _Upstream(config, transport="stdio" if config.is_stdio else (config.transport or "auto"),
+                       lazy=self._lazy if config.lazy is None else config.lazy,
+                       idle_timeout=(config.idle_timeout or self._idle_timeout) if config.is_stdio else None)
+        if not config.enabled:
+            up.state, up.reason, up.settled, up.tried = UpstreamState.DISABLED, "disabled in config", True, True
+        return up
 
     # --- public API ------------------------------------------------------------------------------
 
@@ -143,7 +178,8 @@ class Fleet:
         """
         try:
             async with anyio.create_task_group() as tg:
-                self._reconcile(tg)
+                for up in self._servers.values():
+                    self._start(tg, up)
                 self._check_ready()
                 task_status.started()
                 while True:
@@ -171,14 +207,16 @@ class Fleet:
             if old is not None:
                 logger.info("server %s: its config changed; restarting it", name)
                 old.scope.cancel()
-            up = self._servers[name] = _Upstream(
-                config, transport="stdio" if config.is_stdio else (config.transport or "auto"))
-            if not config.enabled:
-                up.state, up.reason, up.settled = UpstreamState.DISABLED, "disabled in config", True
-                self._withdraw(up)
-                continue
-            tg.start_soon(self._run_upstream, up, name=f"upstream {name}")
+            up = self._servers[name] = self._new_upstream(config)
+            self._start(tg, up)
         self._check_ready()
+
+    def _start(self, tg: anyio.abc.TaskGroup, up: _Upstream) -> None:
+        if up.state is UpstreamState.DISABLED:
+            self._withdraw(up)
+            return
+        self._list_cached(up)
+        tg.start_soon(self._run_upstream, up, name=f"upstream {up.name}")
 
     async def _run_upstream(self, up: _Upstream) -> None:
         with up.scope:
@@ -190,9 +228,14 @@ class Fleet:
         up = self._servers.get(server)
         return up is not None and up.state is UpstreamState.READY
 
+    def is_offered(self, server: str) -> bool:
+        """Running, or listed and startable on demand (lazy, stopped, or starting with a known catalog)."""
+        up = self._servers.get(server)
+        return up is not None and _offered(up)
+
     def status(self) -> list[ServerStatus]:
         return [
-            ServerStatus(up.name, up.state, up.reason, up.tool_count if up.state is UpstreamState.READY else 0,
+            ServerStatus(up.name, up.state, up.reason, up.tool_count if _offered(up) else 0,
                          up.connection.transport if up.connection else up.transport,
                          up.connection.protocol_version if up.connection else None, up.last_error,
                          up.restarts, up.connected_since)
@@ -216,8 +259,10 @@ class Fleet:
         """Call a tool on `server`'s live connection, from the caller's task.
 
         Cancelling the caller cancels the upstream request; progress is passed through, and the
-        upstream's sampling, elicitation, roots requests and logs go to `channel`. A call
-        that finds the upstream's session gone (it restarted) is retried once after reconnecting.
+        upstream's sampling, elicitation, roots requests and logs go to `channel`. A lazy or
+        stopped server is started (within its `connect_timeout`); a call to a server that is
+        restarting waits for it (`restart_wait`). A call that finds the upstream's session gone
+        (it restarted) is retried once after reconnecting.
 
         Raises:
             UpstreamUnavailable: the server is not connected, or died during the call.
@@ -227,19 +272,46 @@ class Fleet:
         up = self._servers.get(server)
         if up is None:
             raise UpstreamUnavailable(server, "no such upstream")
-        conn = up.connection
-        if up.state is not UpstreamState.READY or conn is None:
-            raise UpstreamUnavailable(server, f"temporarily unavailable ({up.reason})")
+        up.pending += 1
+        up.used = True
         try:
+            await self._until_started(up)
+            conn = await self._live_connection(up)
+            try:
+                return await conn.call_tool(raw_name, arguments, timeout=up.config.timeout,
+                                            progress_callback=progress_callback, channel=channel)
+            except SessionLost:
+                await self._wait_replaced(up, conn)
+            conn = await self._live_connection(up)
             return await conn.call_tool(raw_name, arguments, timeout=up.config.timeout,
                                         progress_callback=progress_callback, channel=channel)
-        except SessionLost:
-            await self._wait_replaced(up, conn)
-        conn = up.connection
-        if up.state is not UpstreamState.READY or conn is None:
-            raise UpstreamUnavailable(server, f"temporarily unavailable ({up.reason})")
-        return await conn.call_tool(raw_name, arguments, timeout=up.config.timeout,
-                                    progress_callback=progress_callback, channel=channel)
+        finally:
+            up.pending -= 1
+            up.last_used = anyio.current_time()
+
+    async def _live_connection(self, up: _Upstream) -> Connection:
+        """The server's connection, after a bounded wait if it is (re)starting (SPEC §6.7).
+
+        Raises:
+            UpstreamUnavailable: still not connected after the wait, or parked or disabled.
+        """
+        waiting = (UpstreamState.STARTING, UpstreamState.BACKOFF)
+        if up.state in waiting:
+            bound = up.config.connect_timeout if up.state is UpstreamState.STARTING else up.config.restart_wait
+            with anyio.move_on_after(bound):
+                while up.state in waiting:
+                    await up.state_changed.wait()
+        if up.state is not UpstreamState.READY or up.connection is None:
+            raise UpstreamUnavailable(up.name, f"temporarily unavailable ({up.reason})")
+        return up.connection
+
+    async def _until_started(self, up: _Upstream) -> None:
+        """Start a lazy or stopped server, and wait (within its connect_timeout) while it connects."""
+        if up.state in _STARTABLE:
+            up.wake.set()
+        with anyio.move_on_after(up.config.connect_timeout):
+            while up.state in (*_STARTABLE, UpstreamState.STARTING):
+                await up.state_changed.wait()
 
     async def request(
         self, server: str, what: str, operation: Callable[[Client], Awaitable[T]], channel: BackChannel | None = None
@@ -269,67 +341,108 @@ class Fleet:
     async def _supervise(self, up: _Upstream) -> None:
         try:
             while True:
+                if up.state in _STARTABLE:
+                    await up.wake.wait()
+                    up.wake = anyio.Event()
+                    self._set_state(up, UpstreamState.STARTING, "starting (a call needs it)")
                 try:
-                    await self._connect_and_serve(up)
+                    if await self._connect_and_serve(up):
+                        continue  # stopped when idle
                     error: UpstreamError = UpstreamUnavailable(up.name, "connection closed")
                 except UpstreamError as exc:
                     error = exc
                 except Exception as exc:  # a bug here must not take the other upstreams down
                     logger.exception("server %s: supervisor failed", up.name)
-                    error = UpstreamError(up.name, f"{type(exc).__name__}: {exc}")
+                    error = UpstreamError(up.name, describe(exc))
                 await self._after_failure(up, error)
         finally:
             up.connection = None
             if self._servers.get(up.name, up) is up:  # a restarted server's successor keeps its tools
                 self._withdraw(up)
 
-    async def _connect_and_serve(self, up: _Upstream) -> None:
-        """One connection's life: connect, list, serve until it ends.
+    async def _connect_and_serve(self, up: _Upstream) -> bool:
+        """One connection's life: connect, list, serve until it ends; True when stopped for being idle.
+
+        A stdio child waits for a spawn slot, held until its tools are listed; `connect_timeout`
+        runs from when it has one.
 
         Raises:
             UpstreamError: the connection failed or ended.
         """
         config = up.config
-        started = anyio.current_time()
-        with anyio.CancelScope(deadline=started + config.connect_timeout) as scope:
-            async with (
-                connect(config, config_dir=self._config_dir, log_dir=self._log_dir, transport=up.transport,
-                        mode=self._mode if config.protocol == "auto" else config.client_mode,
-                        notices=self._notices) as conn,
-                anyio.create_task_group() as tg,
-            ):
-                if conn.modern and conn.announces_changes:
-                    tg.start_soon(conn.follow_changes)
-                await self._refresh(up, conn)
-                scope.deadline = math.inf
-                up.connection, up.transport = conn, conn.transport  # pins an SSE fallback
-                up.restarts += up.connected_since is not None
-                up.connected_since = time.time()
-                try:
-                    self._set_state(up, UpstreamState.READY, f"connected ({conn.transport})")
-                    self._settle(up)
-                    await self._serve(up, conn)
-                except anyio.get_cancelled_exc_class():
-                    up.connection = None  # the fleet is stopping: nothing to report or retry
-                    raise
-                except Exception:
-                    self._drop(up, anyio.current_time() - started)
-                    raise
-                tg.cancel_scope.cancel()
-        if scope.cancelled_caught:
-            raise UpstreamTimeout(up.name, f"no answer within connect_timeout ({config.connect_timeout:g} s)")
+        slot = self._spawn if config.is_stdio else None
+        if slot is not None:
+            await slot.acquire()
+        try:
+            started = anyio.current_time()
+            with anyio.CancelScope(deadline=started + config.connect_timeout) as scope:
+                async with (
+                    connect(config, config_dir=self._config_dir, log_dir=self._log_dir, transport=up.transport,
+                            mode=self._mode if config.protocol == "auto" else config.client_mode,
+                            notices=self._notices) as conn,
+                    anyio.create_task_group() as tg,
+                ):
+                    if conn.modern and conn.announces_changes:
+                        tg.start_soon(conn.follow_changes)
+                    await self._refresh(up, conn)
+                    scope.deadline = math.inf
+                    if slot is not None:
+                        slot.release()
+                        slot = None
+                    up.connection, up.transport = conn, conn.transport  # pins an SSE fallback
+                    up.restarts += up.connected_since is not None
+                    up.connected_since = time.time()
+                    stopped = await self._run_connected(up, conn)
+                    tg.cancel_scope.cancel()
+                    return stopped
+        finally:
+            if slot is not None:
+                slot.release()
+        raise UpstreamTimeout(up.name, f"no answer within connect_timeout ({config.connect_timeout:g} s)")
 
-    async def _serve(self, up: _Upstream, conn: Connection) -> None:
-        """Re-list on change, ping when idle; return or raise when the connection is gone."""
+    async def _run_connected(self, up: _Upstream, conn: Connection) -> bool:
+        try:
+            up.last_used = anyio.current_time()  # idleness counts from the start
+            self._set_state(up, UpstreamState.READY, f"connected ({conn.transport})")
+            self._settle(up)
+            return await self._serve(up, conn)
+        except anyio.get_cancelled_exc_class():
+            up.connection = None  # the fleet is stopping: nothing to report or retry
+            raise
+        except Exception:
+            self._drop(up)
+            raise
+
+    async def _serve(self, up: _Upstream, conn: Connection) -> bool:
+        """Re-list on change, ping when quiet, stop when idle (True); raise when the connection is gone."""
         signals = conn.signals
+        pinged = anyio.current_time()
         while True:
-            await signals.wait(self._keepalive)
+            now = anyio.current_time()
+            limit = self._idle_limit(up)
+            if limit is not None and up.pending == 0 and now - up.last_used >= limit:
+                up.connection, up.used = None, False
+                self._set_state(up, UpstreamState.STOPPED, "stopped (idle); the next call starts it"
+                                if limit else "catalog cached; the first call starts it")
+                return True
+            due = pinged + self._keepalive
+            if limit is not None:  # busy: look again a little later
+                due = min(due, up.last_used + limit if up.pending == 0 else now + max(limit, 1.0))
+            await signals.wait(max(0.0, due - now))
             if signals.lost:
                 raise UpstreamUnavailable(up.name, "connection lost (server exited or went away)")
             if signals.changed:
                 await self._refresh(up, conn)
-            else:
-                await conn.keepalive()
+            elif anyio.current_time() >= pinged + self._keepalive:
+                await conn.keepalive(self._keepalive_timeout)
+                pinged = anyio.current_time()
+
+    @staticmethod
+    def _idle_limit(up: _Upstream) -> float | None:
+        """How long the server may sit unused: 0 for a lazy one started only to fill the cache."""
+        if up.lazy and not up.used:
+            return 0.0
+        return up.idle_timeout
 
     async def _refresh(self, up: _Upstream, conn: Connection) -> None:
         """List every page and register the result: one `set_server_tools`, one generation bump."""
@@ -338,17 +451,34 @@ class Fleet:
         if self.catalogs is not None:
             resources, templates, prompts = await conn.list_catalog()
             self.catalogs.set_server_catalog(up.name, resources, templates, prompts, prefix=up.config.prefix)
-        up.tool_count = len(tools)
+        up.tool_count, up.listed = len(tools), True
         change = self.registry.set_server_tools(up.name, tools, prefix=up.config.prefix)
         if change.changed:
             logger.info("server %s: %d tools (+%d ~%d -%d)", up.name, len(tools),
                         len(change.added), len(change.replaced), len(change.removed))
+        if self._cache is not None and (change.changed or not up.stored):
+            self._cache.store(up.config, tools)
+            up.stored = True
 
-    def _drop(self, up: _Upstream, uptime: float) -> None:
-        """The connection is ending: stop routing calls to it before it is torn down."""
+    def _list_cached(self, up: _Upstream) -> None:
+        """Register the server's cached catalog, if any: it is listed (and settled) before it connects."""
+        tools = self._cache.load(up.config) if self._cache is not None else None
+        if tools is None:
+            return
+        self.registry.set_server_tools(up.name, tools, prefix=up.config.prefix)
+        up.tool_count, up.listed, up.stored, up.settled = len(tools), True, True, True
+        if up.lazy:
+            up.tried = True
+            self._set_state(up, UpstreamState.LAZY, "not started; tools from the cached catalog")
+
+    def _drop(self, up: _Upstream) -> None:
+        """The connection is ending: stop routing calls to it before it is torn down.
+
+        It was up, so the server can start: its backoff starts over, and a server killed now and
+        then is restarted within a call's `restart_wait` instead of drifting towards parking.
+        """
         up.connection = None
-        if uptime >= STABLE_AFTER:
-            up.failures = 0
+        up.failures = 0
         if up.state is UpstreamState.READY:
             self._set_state(up, UpstreamState.BACKOFF, "connection closed")
 
@@ -361,6 +491,7 @@ class Fleet:
             self._set_state(up, UpstreamState.PARKED, error.reason)
             if self._servers.get(up.name) is up:
                 self._withdraw(up)
+            up.listed = up.stored = False
             await anyio.sleep(self._reprobe)
             return
         delay = next_delay(up.failures - 1)
@@ -376,38 +507,40 @@ class Fleet:
             self.catalogs.remove_server(up.name)
 
     def _set_state(self, up: _Upstream, state: UpstreamState, reason: str) -> None:
-        was_ready = up.state is UpstreamState.READY
+        was_offered = _offered(up)
         up.state, up.reason = state, reason
         logger.info("server %s: %s (%s)", up.name, state.value, reason)
-        if was_ready != (state is UpstreamState.READY):
+        if was_offered != _offered(up):
             self.availability.forget(up.name)
             self.registry.bump()
         up.state_changed.set()
         up.state_changed = anyio.Event()
 
-    async def _wait_until(self, up: _Upstream, ready: bool) -> None:
-        while (up.state is UpstreamState.READY) != ready:
+    async def _wait_until(self, up: _Upstream, offered: bool) -> None:
+        while _offered(up) != offered:
             await up.state_changed.wait()
 
     async def _withdraw_after_grace(self, up: _Upstream) -> None:
         """A server still down after the flake window: make sessions re-evaluate, so its tools leave."""
         while True:
-            await self._wait_until(up, ready=True)
-            await self._wait_until(up, ready=False)
+            await self._wait_until(up, offered=True)
+            await self._wait_until(up, offered=False)
             with anyio.move_on_after(self._grace) as grace:
-                await self._wait_until(up, ready=True)
+                await self._wait_until(up, offered=True)
             if grace.cancelled_caught:
                 self.availability.forget(up.name)
                 self.registry.bump()
 
     def _settle(self, up: _Upstream) -> None:
-        if not up.settled:
-            up.settled = True
+        if not (up.settled and up.tried):
+            up.settled = up.tried = True
             self._check_ready()
 
     def _check_ready(self) -> None:
         if all(up.settled for up in self._servers.values()):
             self.ready.set()
+        if all(up.tried for up in self._servers.values()):
+            self.started.set()
 
     async def _wait_replaced(self, up: _Upstream, old: Connection) -> None:
         """Wait (within connect_timeout) for the supervisor to bring up a new connection."""
@@ -416,3 +549,12 @@ class Fleet:
                 up.state is not UpstreamState.READY or up.connection is old
             ):
                 await up.state_changed.wait()
+
+
+_STARTABLE = (UpstreamState.LAZY, UpstreamState.STOPPED)
+
+
+def _offered(up: _Upstream) -> bool:
+    """Its tools are offered: it runs, or it is listed and a call would start it."""
+    return up.state is UpstreamState.READY or up.state in _STARTABLE or (
+        up.state is UpstreamState.STARTING and up.listed)

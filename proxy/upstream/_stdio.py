@@ -29,11 +29,11 @@ from mcp.types import jsonrpc_message_adapter
 
 from proxy.config import UpstreamConfig
 from proxy.errors import UpstreamRefused
+from proxy.upstream._salvage import salvage_tool_list
 
 logger = logging.getLogger(__name__)
 
 EXIT_GRACE = 2.0  # after stdin closes, then again after SIGTERM (the SDK's and the spec's order)
-MAX_LINE_BYTES = 64 * 1024 * 1024
 NOISE_LOG_INTERVAL = 10.0
 
 
@@ -70,7 +70,9 @@ class _StdoutNoise:
         self.last, self.suppressed = now, 0
 
 
-async def _pump_stdout(process: Process, server: str, send: anyio.abc.ObjectSendStream[SessionMessage]) -> None:
+async def _pump_stdout(
+    process: Process, server: str, send: anyio.abc.ObjectSendStream[SessionMessage], max_bytes: int
+) -> None:
     """Parse newline-delimited JSON-RPC from the child; anything else is logged and skipped."""
     assert process.stdout is not None
     noise = _StdoutNoise(server)
@@ -79,8 +81,9 @@ async def _pump_stdout(process: Process, server: str, send: anyio.abc.ObjectSend
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             async for chunk in process.stdout:
                 *lines, buffer = (buffer + chunk).split(b"\n")
-                if len(buffer) > MAX_LINE_BYTES:
-                    logger.error("server %s: a message over %d bytes; closing the connection", server, MAX_LINE_BYTES)
+                if len(buffer) > max_bytes:
+                    logger.error("server %s: a message over max_message_bytes (%d); closing the connection",
+                                 server, max_bytes)
                     return
                 for line in lines:
                     if not line.strip():
@@ -88,8 +91,10 @@ async def _pump_stdout(process: Process, server: str, send: anyio.abc.ObjectSend
                     try:
                         message = jsonrpc_message_adapter.validate_json(line, by_name=False)
                     except ValueError:
-                        noise.report(line)
-                        continue
+                        message = salvage_tool_list(line, server)
+                        if message is None:
+                            noise.report(line)
+                            continue
                     await send.send(SessionMessage(message))
 
 
@@ -154,7 +159,7 @@ async def stdio_transport(
 
     async def follow_stdout() -> None:
         try:
-            await _pump_stdout(process, config.name, to_session)
+            await _pump_stdout(process, config.name, to_session, config.max_message_bytes)
         finally:
             on_eof()
 

@@ -67,7 +67,7 @@ async def test_direct_exposure_is_the_scoped_registry(config: Path, transport: s
     async with connect(config, transport, mode, "direct-agent") as client:
         tools = (await client.list_tools()).tools
         assert {t.name for t in tools} == IN_SCOPE and all(t.meta is None for t in tools)
-        called = await client.call_tool("beta__beta_0002", {"value": 5})
+        called = await client.call_tool("beta__beta_0002", {"value": "5"})  # coerced and checked as tool_call is
         assert not called.is_error and json.loads(called.content[0].text)["arguments"] == {"value": 5}
 
 

@@ -55,6 +55,8 @@ class State:
                       name="string", description="string"),
                 _tool("burst", "Add several tools, one list_changed each.", count="integer"),
                 _tool("sleep", "Sleep, reporting progress every step.", seconds="number", steps="integer"),
+                _tool("big", "Return a text of `size` characters.", size="integer"),
+                _tool("block", "Block the whole server (a synchronous sleep).", seconds="number"),
                 _tool("cancelled_count", "How many sleep handlers were cancelled."),
                 _tool("pid", "The server's process id."),
                 _tool("environment", "The server's working directory and environment, as JSON."),
@@ -103,6 +105,11 @@ def build_server(state: State | None = None) -> Server:
             return _text("ok")
         elif name == "sleep":
             return await _sleep(ctx, state, float(args.get("seconds", 1)), int(args.get("steps", 1)))
+        elif name == "big":
+            return _text("x" * int(args["size"]))
+        elif name == "block":
+            time.sleep(float(args.get("seconds", 1)))
+            return _text("blocked")
         elif name == "cancelled_count":
             return _text(str(state.cancelled))
         elif name == "pid":

@@ -1,0 +1,124 @@
+"""What every side-by-side benchmark needs: the machine it ran on, latency statistics, and server
+processes it starts, waits for and stops itself.
+
+Servers under test are driven only through their command lines and MCP, so nothing here imports
+`proxy`: a restructure of the package cannot break the benchmarks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import httpx2
+
+__all__ = [
+    "BENCH_VENV",
+    "FASTMCP_PYTHON",
+    "REPO",
+    "Latency",
+    "free_port",
+    "machine_summary",
+    "started_server",
+    "toolbridge_command",
+    "wait_http",
+]
+
+REPO = Path(__file__).resolve().parent.parent
+BENCH_VENV = REPO / ".bench-venv"
+FASTMCP_PYTHON = BENCH_VENV / "fastmcp" / "bin" / "python"
+
+
+def machine_summary() -> str:
+    """One line naming the CPU, cores, memory and software, for every report."""
+    model = "unknown CPU"
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as cpuinfo:
+        for line in cpuinfo:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    memory = ""
+    with contextlib.suppress(OSError), open("/proc/meminfo") as meminfo:
+        kib = int(meminfo.readline().split()[1])
+        memory = f", {kib / 2**20:.0f} GiB RAM"
+    load = ", load {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+    return (f"machine: {model}, {os.cpu_count()} cores{memory}{load}; "
+            f"Python {platform.python_version()}, {platform.system()} {platform.release()}")
+
+
+def toolbridge_command(config_dir: Path, *extra: str) -> list[str]:
+    """`toolbridge serve` from this checkout (not the console script, which may point elsewhere)."""
+    return [sys.executable, "-m", "proxy", "serve", "--config-dir", str(config_dir),
+            "--log-level", "warning", *extra]
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Per-call latencies (ms) of one run and its wall time (s)."""
+
+    samples: list[float]
+    wall_s: float
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def p99(self) -> float:
+        ordered = sorted(self.samples)
+        return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+    @property
+    def rate(self) -> float:
+        return len(self.samples) / self.wall_s
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def wait_http(url: str, timeout: float = 60.0) -> None:
+    """Wait until something answers HTTP at `url` (any status).
+
+    Raises:
+        TimeoutError: nothing answered within `timeout` seconds.
+    """
+    with anyio.fail_after(timeout):
+        async with httpx2.AsyncClient(timeout=2) as http:
+            while True:
+                try:
+                    await http.get(url)
+                    return
+                except httpx2.TransportError:
+                    await anyio.sleep(0.05)
+
+
+@contextlib.contextmanager
+def started_server(command: list[str], log: Path, cwd: Path = REPO) -> Iterator[subprocess.Popen[bytes]]:
+    """A server process in its own process group; the whole group is ended on exit."""
+    with open(log, "ab") as errlog:
+        process = subprocess.Popen(command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=errlog, stderr=errlog,
+                                   start_new_session=True)
+    try:
+        yield process
+    finally:
+        for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, sig)
+            try:
+                process.wait(grace)
+                break
+            except subprocess.TimeoutExpired:
+                continue

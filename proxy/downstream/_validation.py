@@ -1,0 +1,201 @@
+"""JSON Schema validation of hostile schemas: nothing fetched, no backtracking, never on the loop.
+
+An upstream's `inputSchema` is untrusted (SPEC §8). Three ways it could hurt us, and the answer
+to each:
+
+- `$ref` to a URL: the registry resolves nothing remote, so such a `$ref` is unresolvable and the
+  check fails open (the upstream is the final judge).
+- `pattern` / `patternProperties` built for catastrophic backtracking: they run on RE2, which is
+  linear in time; a pattern RE2 cannot compile (backreferences, lookaround) is skipped. Python's
+  `re` holds the GIL while it backtracks, so a worker thread alone would not keep the loop alive.
+- anything else slow (huge `uniqueItems`, deep `$ref` chains): validation runs in a worker
+  thread with a deadline and fails open when it passes it; at most `MAX_RUNNING` such threads
+  exist at once (a thread cannot be killed), beyond that validation is skipped.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import re2
+from jsonschema import exceptions as schema_errors
+from jsonschema import validators
+from referencing import Registry
+from referencing.exceptions import NoSuchResource
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["DEADLINE", "MAX_RUNNING", "find_error"]
+
+DEADLINE = 1.0  # seconds one validation may take before the call is let through unchecked
+MAX_RUNNING = 4  # validation threads alive at once (stuck ones included)
+_RE2_MAX_MEMORY = 8 << 20
+
+
+def _refuse(uri: str) -> Any:
+    raise NoSuchResource(ref=uri)
+
+
+_NO_REMOTE = Registry(retrieve=_refuse)  # type: ignore[call-arg]
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(pattern: str) -> Any | None:
+    options = re2.Options()
+    options.log_errors = False
+    options.max_mem = _RE2_MAX_MEMORY
+    try:
+        return re2.compile(pattern, options)
+    except Exception:  # RE2 cannot run it (backreference, lookaround, too big): no check
+        return None
+
+
+def _search(pattern: Any, text: str) -> bool | None:
+    """Whether `pattern` finds a match in `text`; None when RE2 cannot run the pattern."""
+    compiled = _compiled(pattern) if isinstance(pattern, str) else None
+    return None if compiled is None else compiled.search(text) is not None
+
+
+def _pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterator[schema_errors.ValidationError]:
+    if validator.is_type(instance, "string") and _search(pattern, instance) is False:
+        yield schema_errors.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    if not validator.is_type(instance, "object") or not isinstance(patterns, Mapping):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if _search(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(validator: Any, additional: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    """As jsonschema's, with patterns on RE2; a key an unusable pattern might match is not extra."""
+    if not validator.is_type(instance, "object"):
+        return
+    declared = schema.get("properties") or {}
+    patterns = schema.get("patternProperties") or {}
+    extras = [
+        key for key in instance
+        if key not in declared and not any(_search(p, key) is not False for p in patterns)
+    ]
+    if validator.is_type(additional, "object"):
+        for key in extras:
+            yield from validator.descend(instance[key], additional, path=key)
+    elif additional is False and extras:
+        listed = ", ".join(repr(key) for key in sorted(extras))
+        yield schema_errors.ValidationError(f"Additional properties are not allowed ({listed} unexpected)")
+
+
+_SAFE_KEYWORDS = {
+    "pattern": _pattern,
+    "patternProperties": _pattern_properties,
+    "additionalProperties": _additional_properties,
+}
+
+
+def _uses_python_regex(schema: Any) -> bool:
+    """`unevaluatedProperties` next to `patternProperties` would run the patterns on Python's `re`."""
+    found: set[str] = set()
+    todo = [schema]
+    while todo and len(found) < 2:
+        node = todo.pop()
+        if isinstance(node, Mapping):
+            found.update(k for k in ("unevaluatedProperties", "patternProperties") if k in node)
+            todo.extend(node.values())
+        elif isinstance(node, list):
+            todo.extend(node)
+    return len(found) == 2
+
+
+def _first_error(arguments: dict[str, Any], schema: Mapping[str, Any]) -> schema_errors.ValidationError | None:
+    """The most relevant validation error, or None when valid or when the schema cannot be used."""
+    try:
+        if _uses_python_regex(schema):
+            return None
+        base = validators.validator_for(schema)
+        safe = validators.extend(base, _SAFE_KEYWORDS)
+        return schema_errors.best_match(safe(schema, registry=_NO_REMOTE).iter_errors(arguments))
+    except Exception as exc:  # invalid schema, unresolvable $ref, recursion: the upstream decides
+        logger.debug("schema not usable for validation (%s); passing the call through", type(exc).__name__)
+        return None
+
+
+class _Running:
+    """Validation threads alive now, stuck ones included: a slot is freed when a thread ends, or
+    when a validation gives up before its thread ever started (so it never will)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.count = 0
+
+    def enter(self) -> bool:
+        with self._lock:
+            if self.count >= MAX_RUNNING:
+                return False
+            self.count += 1
+            return True
+
+    def leave(self) -> None:
+        with self._lock:
+            self.count -= 1
+
+
+_running = _Running()
+
+
+class _Ticket:
+    """One validation's slot; `start` and `abandon` race, and exactly one side frees the slot."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state = "pending"
+
+    def start(self) -> bool:
+        with self._lock:
+            if self._state == "abandoned":
+                return False
+            self._state = "running"
+            return True
+
+    def abandon(self) -> None:
+        with self._lock:
+            if self._state == "pending":
+                self._state = "abandoned"
+                _running.leave()
+
+
+def _validate_in_thread(ticket: _Ticket, arguments: dict[str, Any], schema: Mapping[str, Any]) -> Any:
+    if not ticket.start():
+        return None
+    try:
+        return _first_error(arguments, schema)
+    finally:
+        _running.leave()
+
+
+async def find_error(
+    arguments: dict[str, Any], schema: Mapping[str, Any], *, deadline: float = DEADLINE
+) -> schema_errors.ValidationError | None:
+    """Validate off the event loop within `deadline`; None means valid, or could not be checked."""
+    if not _running.enter():
+        logger.warning("%d argument validations are still running; letting this call through unchecked",
+                       MAX_RUNNING)
+        return None
+    ticket = _Ticket()
+    try:
+        with anyio.move_on_after(deadline):
+            return await anyio.to_thread.run_sync(
+                _validate_in_thread, ticket, arguments, schema, abandon_on_cancel=True
+            )
+    finally:
+        ticket.abandon()
+    logger.warning("argument validation took over %g s; letting the call through unchecked", deadline)
+    return None
