@@ -40,7 +40,7 @@ from proxy.ops import AuditLog, Metrics, reload_on_sighup, status_report, watch_
 from proxy.registry import Registry
 from proxy.search import SemanticIndex
 from proxy.shared import SharedState, open_shared_state
-from proxy.upstream import CatalogCache, Fleet, NoticeSink
+from proxy.upstream import CatalogCache, Fleet, NoticeSink, config_key
 from proxy.views import Views
 
 logger = logging.getLogger(__name__)
@@ -135,14 +135,16 @@ async def run_gateway(
             await listener(server, notification)
 
     settings = config.toolsets
-    fleet = Fleet(config.upstreams, registry, config_dir=config.directory,
-                  log_dir=log_dir or config.directory / "logs", catalogs=catalogs, notices=notices,
-                  cache=CatalogCache(cache_dir(config) / "catalogs"), lazy=settings.lazy,
-                  idle_timeout=settings.idle_timeout, spawn_concurrency=settings.spawn_concurrency)
-    views = Views(registry, config.toolsets, fleet.availability, default_context_tokens=context_tokens,
-                  cache_dir=embedding_cache_dir(config), catalogs=catalogs)
-    async with open_shared_state(redis_url or config.toolsets.redis_url) as shared, \
-            anyio.create_task_group() as tg:
+    async with open_shared_state(redis_url or settings.redis_url) as shared, anyio.create_task_group() as tg:
+        shared_cache = shared.catalog_cache(config_key)
+        if shared_cache is not None:
+            await tg.start(shared_cache.run)  # its mirror is filled before the fleet reads it
+        fleet = Fleet(config.upstreams, registry, config_dir=config.directory,
+                      log_dir=log_dir or config.directory / "logs", catalogs=catalogs, notices=notices,
+                      cache=shared_cache or CatalogCache(cache_dir(config) / "catalogs"), lazy=settings.lazy,
+                      idle_timeout=settings.idle_timeout, spawn_concurrency=settings.spawn_concurrency)
+        views = Views(registry, config.toolsets, fleet.availability, default_context_tokens=context_tokens,
+                      cache_dir=embedding_cache_dir(config), catalogs=catalogs)
         await tg.start(fleet.run)
         if views.semantic is not None:
             await tg.start(keep_embeddings, views.semantic, registry)

@@ -34,10 +34,10 @@ from proxy.errors import (
     UpstreamUnavailable,
     describe,
 )
+from proxy.shared import CatalogCache  # on disk (upstream/_cache.py) or in Redis
 from proxy.upstream._availability import Availability
 from proxy.upstream._backchannel import BackChannel, NoticeSink
 from proxy.upstream._backoff import next_delay
-from proxy.upstream._cache import CatalogCache
 from proxy.upstream._connection import KEEPALIVE_TIMEOUT, Connection, ProgressCallback, TransportChoice, connect
 from proxy.upstream._consent import LOGIN_POLL, Consent
 

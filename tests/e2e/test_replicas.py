@@ -3,7 +3,8 @@
 Fifty clients of both eras call through nginx while one replica is killed (SIGKILL) mid-run:
 2026-era requests are sessionless and must all succeed; handshake-era clients whose session lived
 on the dead replica get 404 (or their in-flight call fails), re-initialize, land on a live replica
-and continue. A replica that gets SIGTERM instead finishes its calls in flight and exits.
+and continue; every large-result link (stored in Redis) reads whole afterwards through any replica.
+A replica that gets SIGTERM instead finishes its calls in flight and exits.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import yaml
 from conftest import free_port
 from mcp import Client, MCPError, types
 from mcp.client.streamable_http import streamable_http_client
+from redis.asyncio import Redis
 
 from bench.cluster import nginx, redis_server, replica
 
@@ -35,13 +37,15 @@ AFTER_KILL = 4  # calls every client makes after it
 # A handshake-era session gone with its replica: 404 "Session not found" from a backup replica, or
 # the stream of a call in flight cut.
 SESSION_LOST = (types.INVALID_REQUEST, types.CONNECTION_CLOSED)
+LARGE = 1_000  # results above this many characters become a preview and a toolbridge://results link
 
 
 def write_config(directory: Path) -> Path:
     (directory / "upstreams").mkdir(parents=True)
     spec = {"command": sys.executable, "args": [str(CONTROLLABLE)], "connect_timeout": 20}
     (directory / "upstreams" / "ctl.yaml").write_text(yaml.safe_dump(spec))
-    (directory / "toolsets.yaml").write_text(yaml.safe_dump({"core": ["*"], "startup_wait": 15}))
+    toolsets = {"core": ["*"], "startup_wait": 15, "large_results": {"max_chars": LARGE}}
+    (directory / "toolsets.yaml").write_text(yaml.safe_dump(toolsets))
     return directory
 
 
@@ -61,13 +65,36 @@ class Run:
     killed: anyio.Event = field(default_factory=anyio.Event)
     reinitialized: Counter[str] = field(default_factory=Counter)  # home replica of each lost session
     homes: Counter[str] = field(default_factory=Counter)  # replica of each session opened
+    links: dict[str, tuple[str, bool]] = field(default_factory=dict)  # uri: (whole text, made before the kill)
+
+
+async def echo_large(client: Client, run: Run, word: str) -> None:
+    """A result too large to send whole: a preview and a link into the shared result store."""
+    whole = (word + " ") * (3 * LARGE // len(word))
+    result = await client.call_tool("ctl__echo", {"text": whole})
+    preview, link = result.content[0], result.content[-1]
+    assert isinstance(preview, types.TextContent) and preview.text.startswith(whole[:100])
+    assert isinstance(link, types.ResourceLink) and link.uri.startswith("toolbridge://results/")
+    run.links[link.uri] = (whole, not run.killed.is_set())
+
+
+async def read_whole(client: Client, uri: str, size: int) -> str:
+    pages = []
+    for page in range(1, -(-size // LARGE) + 1):
+        contents = (await client.read_resource(f"{uri}?page={page}")).contents[0]
+        assert isinstance(contents, types.TextResourceContents)
+        pages.append(contents.text)
+    return "".join(pages)
 
 
 async def echo_until_done(client: Client, run: Run, index: int, done: list[int]) -> None:
     """Call until this client made `AFTER_KILL` calls after the kill; `done` = [all, after the kill]."""
     while done[1] < AFTER_KILL:
         word = f"client {index} call {done[0]}"
-        assert text(await client.call_tool("ctl__echo", {"text": word})) == word
+        if client.protocol_version == "2026-07-28" and done[0] % 4 == 1:
+            await echo_large(client, run, word)
+        else:
+            assert text(await client.call_tool("ctl__echo", {"text": word})) == word
         run.calls += 1
         done[0] += 1
         done[1] += run.killed.is_set()
@@ -124,10 +151,20 @@ async def test_fifty_clients_of_both_eras_survive_a_replica_killed_mid_run(tmp_p
                 for index in range(CLIENTS):
                     tg.start_soon(legacy_client if index % 2 else modern_client, base, run, index)
 
+        # Every result link still reads whole, through any live replica, those made before the kill too.
+        async with Client(streamable_http_client(f"{base}/mcp"), mode="auto") as reader:
+            for uri, (whole, _) in run.links.items():
+                assert await read_whole(reader, uri, len(whole)) == whole
+        shared = Redis.from_url(redis_url)
+        cached = await shared.hkeys("toolbridge:catalogs")  # the replicas' catalogs, for the next to start
+        await shared.aclose()
+
     assert set(run.homes) == set(REPLICAS)  # round-robin spread the sessions
     assert run.reinitialized["toolbridge-1"] >= 1  # the dead replica's sessions moved on
     assert set(run.reinitialized) == {"toolbridge-1"}  # and no other session was lost
     assert run.calls >= KILL_AFTER + CLIENTS * AFTER_KILL
+    assert sum(before for _, before in run.links.values()) >= 10 and len(run.links) >= CLIENTS // 2
+    assert cached == [b"ctl"]
 
 
 async def test_sigterm_drains_the_calls_in_flight_then_exits(tmp_path: Path) -> None:
