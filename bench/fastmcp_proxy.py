@@ -5,7 +5,8 @@ Two ways FastMCP's documentation builds a multi-server proxy:
   for a multi-server config that client mounts a fresh connection to every server, so each request
   starts every stdio upstream anew.
 - `mount`: one `create_proxy` per server, mounted on one `FastMCP` under the server's name. A
-  single-server backend keeps its stdio process alive between requests.
+  single-server backend keeps its stdio process alive between requests (over HTTP it still opens
+  a new connection per request).
 By default FastMCP gives each backend the era its own client negotiated, pinned: a 2026-era client
 then reaches handshake-era upstreams (every real-fleet server) with requests they reject, and lists
 no tools. `--backend-mode auto` lets each backend negotiate (FastMCP's advice for such backends).

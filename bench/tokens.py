@@ -23,13 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import anthropic_tokenizer
 import anyio
 from mcp import Client, StdioServerParameters, stdio_client, types
 from mcp.types.version import LATEST_MODERN_VERSION
 
 from bench.fleets import Fleet, real_fleet, synthetic_fleet, write_fleet, write_mcp_config, write_toolbridge_config
 from bench.harness import FASTMCP_PYTHON, REPO, machine_summary, toolbridge_command
+
+try:
+    import anthropic_tokenizer
+except ImportError:  # the `bench` extra
+    raise SystemExit("bench/tokens.py needs anthropic-tokenizer: run bench/setup.sh") from None
 
 CONTEXT_TOKENS = 200_000
 BUDGET = 4000  # SPEC 6.3: min(listing_max_tokens 4000, 5% of 200K = 10000)
@@ -105,7 +109,7 @@ def _form(listing: str) -> str:
 
 
 def _cell(size: Size | None) -> str:
-    return "-" if size is None else f"{size.chars:>11,} {size.estimate:>9,} {size.tokens:>9,}"
+    return "-" if size is None else f"{size.chars:>11,} {size.estimate:>10,} {size.tokens:>10,}"
 
 
 async def _measure(fleet: Fleet, temp: Path, fastmcp: bool) -> dict[str, Any]:
@@ -131,14 +135,14 @@ async def _measure(fleet: Fleet, temp: Path, fastmcp: bool) -> dict[str, Any]:
 
 
 def _report(results: list[dict[str, Any]]) -> None:
-    heading = f"{'chars':>11} {'chars/4':>9} {'tokens':>9}"
+    heading = f"{'chars':>11} {'chars/4':>10} {'tokens':>10}"
     print(f"\n{'fleet':<18} {'servers':>7} {'tools':>6} | raw schemas: {heading} | toolbridge tools/list: {heading} "
           f"| FastMCP tools/list: {heading}")
     for r in results:
         fleet: Fleet = r["fleet"]
         print(f"{fleet.label:<18} {len(fleet.servers):>7} {fleet.tool_count:>6} | {'':13}{_cell(r['raw'])} | "
               f"{'':23}{_cell(r['toolbridge'])} | {'':20}{_cell(r.get('fastmcp'))}")
-    print(f"\n{'fleet':<18} {'toolbridge/raw':>14} {'FastMCP/raw':>11} | listing {'form':>6} {'chars':>7} "
+    print(f"\n{'fleet':<18} {'tokens: toolbridge/raw':>22} {'FastMCP/raw':>11} | listing {'form':>6} {'chars':>7} "
           f"{'chars/4':>7} {'tokens':>7} {'budget':>6} {'fits (tokens)':>13} {'tokens/(chars/4)':>16} | "
           f"{'listed in (s): toolbridge':>26} {'FastMCP':>8}")
     for r in results:
@@ -149,7 +153,7 @@ def _report(results: list[dict[str, Any]]) -> None:
         for proxy, count in (("toolbridge", deferred), ("FastMCP", r.get("fastmcp_count", fleet.tool_count))):
             if count != fleet.tool_count:
                 print(f"  ! {proxy} served {count} of {fleet.tool_count} tools")
-        print(f"{fleet.label:<18} {toolbridge.tokens / raw.tokens:>14.4f} "
+        print(f"{fleet.label:<18} {toolbridge.tokens / raw.tokens:>22.4f} "
               f"{(fastmcp.tokens / raw.tokens if fastmcp else float('nan')):>11.3f} | {'':7} {r['form']:>6} "
               f"{listing.chars:>7,} {listing.estimate:>7,} {listing.tokens:>7,} {BUDGET:>6} {fits:>13} "
               f"{listing.tokens / max(1, listing.estimate):>16.2f} | {r['toolbridge_s']:>26.1f} "

@@ -28,6 +28,9 @@ from proxy.downstream import (
     ChangeNotifier,
     Handlers,
     HttpApp,
+    LargeResults,
+    ProtectedResource,
+    ReplicaMarker,
     build_server,
     serve_http,
     stdio_transport,
@@ -37,7 +40,8 @@ from proxy.errors import remember_secrets
 from proxy.ops import AuditLog, Metrics, reload_on_sighup, status_report, watch_config
 from proxy.registry import Registry
 from proxy.search import SemanticIndex
-from proxy.upstream import CatalogCache, Fleet, NoticeSink
+from proxy.shared import SharedState, open_shared_state
+from proxy.upstream import CatalogCache, Fleet, NoticeSink, config_key
 from proxy.views import Views
 
 logger = logging.getLogger(__name__)
@@ -50,6 +54,7 @@ class Gateway:
     fleet: Fleet
     views: Views
     notice_listeners: list[NoticeSink]
+    shared: SharedState
 
     async def wait_until_ready(self, timeout: float) -> bool:
         """Wait (bounded) until every upstream has connected or failed once (a lazy one is not started)."""
@@ -58,7 +63,9 @@ class Gateway:
         return self.fleet.started.is_set()
 
     def health(self) -> dict[str, Any]:
-        return {"status": "ok", "servers": {s.name: s.state.value for s in self.fleet.status()}}
+        """`starting` until every upstream registered or failed once (a readiness probe waits for it), then `ok`."""
+        return {"status": "ok" if self.fleet.ready.is_set() else "starting",
+                "servers": {s.name: s.state.value for s in self.fleet.status()}}
 
     def status(self) -> dict[str, Any]:
         return status_report(self.config, self.fleet, self.views)
@@ -70,6 +77,9 @@ class Gateway:
         remember_secrets(config.secrets)
         for problem in config.problems:
             logger.error("config: %s (the last good settings stay in force)", problem)
+        if config.toolsets.auth != self.config.toolsets.auth:  # the HTTP app was built with the old one
+            logger.warning("config: toolsets.yaml: 'auth:' changes take effect at the next restart")
+            config.toolsets = config.toolsets.model_copy(update={"auth": self.config.toolsets.auth})
         self.fleet.update(config.upstreams)
         self.views.update_toolsets(config.toolsets)
         self.config = config
@@ -112,9 +122,12 @@ async def keep_embeddings(
 
 @asynccontextmanager
 async def run_gateway(
-    config: Config, *, context_tokens: int | None = None, log_dir: Path | None = None
+    config: Config, *, context_tokens: int | None = None, log_dir: Path | None = None, redis_url: str | None = None
 ) -> AsyncIterator[Gateway]:
-    """Start every upstream (concurrently, in the background) and yield the gateway."""
+    """Start every upstream (concurrently, in the background) and yield the gateway.
+
+    State shared with other replicas lives in Redis at `redis_url`, else `toolsets.yaml`'s, else in this process.
+    """
     registry = Registry()
     catalogs = Catalogs(registry)
     listeners: list[NoticeSink] = []
@@ -124,18 +137,21 @@ async def run_gateway(
             await listener(server, notification)
 
     settings = config.toolsets
-    fleet = Fleet(config.upstreams, registry, config_dir=config.directory,
-                  log_dir=log_dir or config.directory / "logs", catalogs=catalogs, notices=notices,
-                  cache=CatalogCache(cache_dir(config) / "catalogs"), lazy=settings.lazy,
-                  idle_timeout=settings.idle_timeout, spawn_concurrency=settings.spawn_concurrency)
-    views = Views(registry, config.toolsets, fleet.availability, default_context_tokens=context_tokens,
-                  cache_dir=embedding_cache_dir(config), catalogs=catalogs)
-    async with anyio.create_task_group() as tg:
+    async with open_shared_state(redis_url or settings.redis_url) as shared, anyio.create_task_group() as tg:
+        shared_cache = shared.catalog_cache(config_key)
+        if shared_cache is not None:
+            await tg.start(shared_cache.run)  # its mirror is filled before the fleet reads it
+        fleet = Fleet(config.upstreams, registry, config_dir=config.directory,
+                      log_dir=log_dir or config.directory / "logs", catalogs=catalogs, notices=notices,
+                      cache=shared_cache or CatalogCache(cache_dir(config) / "catalogs"), lazy=settings.lazy,
+                      idle_timeout=settings.idle_timeout, spawn_concurrency=settings.spawn_concurrency)
+        views = Views(registry, config.toolsets, fleet.availability, default_context_tokens=context_tokens,
+                      cache_dir=embedding_cache_dir(config), catalogs=catalogs)
         await tg.start(fleet.run)
         if views.semantic is not None:
             await tg.start(keep_embeddings, views.semantic, registry)
         try:
-            yield Gateway(config, registry, fleet, views, listeners)
+            yield Gateway(config, registry, fleet, views, listeners, shared)
         finally:
             tg.cancel_scope.cancel()
 
@@ -149,6 +165,7 @@ class HttpOptions:
     auth_token: str | None = None
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
+    replica_id: str | None = None  # behind a load balancer: the marker in this replica's session ids
 
 
 @dataclass
@@ -185,6 +202,7 @@ async def serve(
     profile: str | None = None,
     http: HttpOptions | None = None,
     watch: bool = True,
+    redis_url: str | None = None,
 ) -> None:
     """`toolbridge serve`: the gateway and one downstream transport (stdio, or HTTP when `http`).
 
@@ -192,7 +210,7 @@ async def serve(
     """
     audit = AuditLog(config.directory, config.toolsets.audit) if config.toolsets.audit else None
     try:
-        await _serve(config, context_tokens, profile, http, watch, audit)
+        await _serve(config, context_tokens, profile, http, watch, audit, redis_url)
     finally:
         if audit is not None:
             audit.close()
@@ -200,18 +218,20 @@ async def serve(
 
 async def _serve(
     config: Config, context_tokens: int | None, profile: str | None, http: HttpOptions | None, watch: bool,
-    audit: AuditLog | None,
+    audit: AuditLog | None, redis_url: str | None,
 ) -> None:
     async with anyio.create_task_group() as tg:
         shutdown = _Shutdown(tg.cancel_scope)
         tg.start_soon(shutdown.wait_for_signal)
-        async with run_gateway(config, context_tokens=context_tokens) as gateway:
+        async with run_gateway(config, context_tokens=context_tokens, redis_url=redis_url) as gateway:
             notifier = ChangeNotifier(gateway.views)
             await tg.start(notifier.run)
             metrics = Metrics(gateway.fleet, gateway.views, notifier, top_tools=config.toolsets.metrics.top_tools)
             handlers = Handlers(gateway.views, gateway.fleet, notifier, fleet_ready=gateway.fleet.ready,
                                 startup_wait=config.toolsets.startup_wait, profile=profile,
-                                on_call=_call_observers(metrics, audit))
+                                on_call=_call_observers(metrics, audit),
+                                large_results=LargeResults(gateway.shared.results,
+                                                           config.toolsets.large_results.max_chars))
             await tg.start(handlers.run)
             gateway.notice_listeners.append(handlers.on_notice)
             tg.start_soon(reload_on_sighup, gateway.reload)
@@ -222,14 +242,18 @@ async def _serve(
                 async with stdio_transport() as (read, write):
                     await server.run(read, write, server.create_initialization_options())
             else:
+                auth = config.toolsets.auth
+                resource = ProtectedResource(auth, config.directory) if auth is not None else None
                 app = HttpApp(
                     server,
                     security=transport_security(http.host, http.allowed_hosts, http.allowed_origins),
                     auth_token=http.auth_token,
                     has_profile=gateway.views.has_profile,
                     health=gateway.health,
+                    resource=resource,
                     status=gateway.status,
                     metrics=metrics.exposition,
+                    replica=ReplicaMarker(http.replica_id) if http.replica_id else None,
                 )
                 shutdown.drain = anyio.Event()
                 logger.info("serving Streamable HTTP on http://%s:%s/mcp", http.host, http.port)

@@ -1,4 +1,4 @@
-"""The `toolbridge` command: serve, catalog, search, status, check, import.
+"""The `toolbridge` command: serve, catalog, search, status, check, import, login.
 
 Output for people goes to stdout only in the one-shot commands; `serve` writes nothing but
 protocol to stdout. Logs always go to stderr, redacted.
@@ -11,6 +11,7 @@ import functools
 import json
 import logging
 import os
+import re
 import sys
 import warnings
 from collections.abc import Sequence
@@ -27,11 +28,11 @@ from rich.table import Table
 from proxy import __version__
 from proxy.app import Gateway, HttpOptions, run_gateway, serve
 from proxy.config import Config, convert_client_config, holds_literal_secret, load_config
-from proxy.downstream import LOOPBACK_HOSTS, bridge
-from proxy.errors import redact, remember_secrets
+from proxy.downstream import LOOPBACK_HOSTS, REPLICA_ID_PATTERN, bridge
+from proxy.errors import UpstreamError, redact, remember_secrets
 from proxy.listing import estimate_tokens
 from proxy.ops import PROFILE_COLUMNS, UPSTREAM_COLUMNS, plain_table, status_rows
-from proxy.upstream import UpstreamState
+from proxy.upstream import UpstreamState, login, token_store
 
 logger = logging.getLogger("proxy")
 
@@ -72,28 +73,46 @@ def _auth_token(args: argparse.Namespace) -> str | None:
     return args.auth_token or os.environ.get("TOOLBRIDGE_AUTH_TOKEN") or None
 
 
+def _refuse_unsafe_http(args: argparse.Namespace, config: Config, token: str | None) -> None:
+    """HTTP serving must never lose the endpoint's auth to a config mistake."""
+    toolsets = str(config.directory / "toolsets.yaml")
+    if any(problem.path == toolsets for problem in config.problems):
+        raise SystemExit("toolbridge: toolsets.yaml is invalid (see above); not serving HTTP without its settings")
+    auth = config.toolsets.auth
+    if auth is not None and token:
+        raise SystemExit("toolbridge: toolsets.yaml has 'auth:' (OAuth); drop --auth-token/TOOLBRIDGE_AUTH_TOKEN")
+    if auth is not None and auth.profile_claim and args.profile:
+        raise SystemExit(f"toolbridge: profiles follow the '{auth.profile_claim}' claim; drop --profile")
+
+
 def _serve(args: argparse.Namespace, config: Config) -> None:
     http = None
     if args.transport == "http":
         token = _auth_token(args)
-        if args.host not in (*LOOPBACK_HOSTS, "::1") and not token and not args.insecure_no_auth:
+        _refuse_unsafe_http(args, config, token)
+        if (args.host not in (*LOOPBACK_HOSTS, "::1") and not token and config.toolsets.auth is None
+                and not args.insecure_no_auth):
             raise SystemExit(
                 f"toolbridge: refusing to serve {args.host} without a bearer token: anyone who can reach it could "
-                "call every tool. Set TOOLBRIDGE_AUTH_TOKEN (or --auth-token), or pass --insecure-no-auth."
+                "call every tool. Set TOOLBRIDGE_AUTH_TOKEN (or --auth-token), 'auth:' in toolsets.yaml, or pass "
+                "--insecure-no-auth."
             )
+        if args.replica_id and not re.fullmatch(REPLICA_ID_PATTERN, args.replica_id):
+            raise SystemExit(f"toolbridge: --replica-id {args.replica_id!r} must be a lowercase DNS label "
+                             "(a-z, 0-9, '-'), e.g. a StatefulSet pod name")
         http = HttpOptions(host=args.host, port=args.port, auth_token=token, allowed_hosts=tuple(args.allowed_host),
-                           allowed_origins=tuple(args.allowed_origin))
+                           allowed_origins=tuple(args.allowed_origin), replica_id=args.replica_id or None)
     anyio.run(functools.partial(serve, config, context_tokens=args.context_tokens, profile=args.profile, http=http,
-                                watch=not args.no_watch))
+                                watch=not args.no_watch, redis_url=args.redis_url or None))
     if http is None:
         _exit_past_stdin_reader()
 
 
 def _exit_past_stdin_reader() -> None:
-    """Exit now that the fleet is down, without joining the SDK's stdin reader thread.
+    """Exit now that the fleet is down, without joining the stdin reader thread.
 
-    The stdio transport reads stdin in a worker thread; after SIGTERM, while the client keeps stdin
-    open, that read never returns and the interpreter would wait for it forever on exit.
+    The stdio transport reads stdin in a worker thread that it abandons on shutdown: while the
+    client keeps stdin open that read never returns, and the interpreter would wait for it on exit.
     """
     logging.shutdown()
     sys.stdout.flush()
@@ -222,6 +241,30 @@ def _import(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def _login(args: argparse.Namespace, config: Config) -> int:
+    """The browser flow for one `auth: oauth` upstream: print the URL, take the loopback redirect."""
+    upstream = config.upstreams.get(args.server)
+    if upstream is None or upstream.auth is None:
+        print(f"error: {args.server!r} is not an upstream with 'auth: oauth' in {config.directory}/upstreams/",
+              file=sys.stderr)
+        return 1
+
+    port = upstream.auth.redirect_port
+
+    async def show(url: str) -> None:
+        print(f"Open this URL in a browser to authorize toolbridge for {upstream.name}:\n\n    {url}\n\n"
+              f"Waiting for the browser to come back to 127.0.0.1:{port} ...", flush=True)
+
+    try:
+        count = anyio.run(functools.partial(login, upstream, config.directory, show_url=show))
+    except UpstreamError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    where = token_store(upstream, config.directory).location
+    print(f"{upstream.name}: authorized, {count} tools; tokens are kept in {where}")
+    return 0
+
+
 def _check(config: Config) -> int:
     for problem in config.problems:
         print(f"error: {problem}", file=sys.stderr)
@@ -252,6 +295,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--allowed-host", action="append", default=[], help="extra allowed Host header value")
     serve.add_argument("--allowed-origin", action="append", default=[], help="extra allowed Origin")
     serve.add_argument("--insecure-no-auth", action="store_true", help="allow a non-loopback --host with no token")
+    serve.add_argument("--replica-id", default=os.environ.get("TOOLBRIDGE_REPLICA_ID"),
+                       help="behind a load balancer: this replica's marker in its session ids "
+                            "(or set TOOLBRIDGE_REPLICA_ID)")
+    serve.add_argument("--redis-url", default=os.environ.get("TOOLBRIDGE_REDIS_URL"),
+                       help="share large results and cached catalogs between replicas in this Redis "
+                            "(or set TOOLBRIDGE_REDIS_URL; else toolsets.yaml's redis_url)")
     serve.add_argument("--no-watch", action="store_true",
                        help="do not apply config edits while serving (SIGHUP still does)")
 
@@ -270,6 +319,8 @@ def _parser() -> argparse.ArgumentParser:
     importer = commands.add_parser("import", parents=[common], help="convert a client's mcpServers config")
     importer.add_argument("file", type=Path)
     importer.add_argument("--force", action="store_true", help="overwrite existing upstream files")
+    authorize = commands.add_parser("login", parents=[common], help="authorize an 'auth: oauth' upstream (browser)")
+    authorize.add_argument("server")
     return parser
 
 
@@ -284,6 +335,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = _load(args)
     if args.command == "check":
         return _check(config)
+    if args.command == "login":
+        return _login(args, config)
     if args.command == "serve":
         _serve(args, config)
         return 0

@@ -5,6 +5,7 @@
     ├── UpstreamError(server, reason)        an upstream answered with an error
     │   ├── UpstreamUnavailable              not connected, or the connection died
     │   │   ├── UpstreamRefused              retrying soon will not help (command, credentials, not MCP)
+    │   │   │   └── UpstreamNeedsAuth        an OAuth upstream waits for the user's consent (`toolbridge login`)
     │   │   └── SessionLost                  the upstream restarted and forgot us; the request never ran
     │   └── UpstreamTimeout                  no answer within the configured time
     └── ToolCallError                        a call refused before it reached any upstream
@@ -40,6 +41,7 @@ __all__ = [
     "ToolbridgeError",
     "UnknownTool",
     "UpstreamError",
+    "UpstreamNeedsAuth",
     "UpstreamRefused",
     "UpstreamTimeout",
     "UpstreamUnavailable",
@@ -92,6 +94,13 @@ class UpstreamUnavailable(UpstreamError):
 
 class UpstreamRefused(UpstreamUnavailable):
     """A failure retrying will not fix soon: missing command, rejected credentials, not MCP."""
+
+
+class UpstreamNeedsAuth(UpstreamRefused):
+    """An OAuth upstream has no usable token and needs the user's consent, which only a person can give."""
+
+    def __init__(self, server: str) -> None:
+        super().__init__(server, f"needs authorization; run `toolbridge login {server}`")
 
 
 class SessionLost(UpstreamUnavailable):

@@ -14,8 +14,9 @@ from mcp.server.lowlevel import Server
 
 from proxy.catalogs import Catalogs
 from proxy.config import ToolsetsConfig
-from proxy.downstream import ChangeNotifier, Handlers, build_server
+from proxy.downstream import ChangeNotifier, Handlers, LargeResults, build_server
 from proxy.registry import Registry
+from proxy.shared import MemoryResultStore
 from proxy.upstream import BackChannel, InFlight, ProgressCallback, client_callbacks
 from proxy.views import Views
 
@@ -123,7 +124,9 @@ async def gateway(
         ready = anyio.Event()
         ready.set()
         notifier = ChangeNotifier(views)
-        handlers = Handlers(views, caller, notifier, fleet_ready=ready, startup_wait=0, profile=profile)
+        large = LargeResults(MemoryResultStore(ttl=60, max_chars=10_000_000), views.toolsets.large_results.max_chars)
+        handlers = Handlers(views, caller, notifier, fleet_ready=ready, startup_wait=0, profile=profile,
+                            large_results=large)
         async with anyio.create_task_group() as tg:
             await tg.start(notifier.run)
             await tg.start(handlers.run)

@@ -16,10 +16,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_DIR = ROOT / "proxy"
 
-# Lowest first: config → upstream connections → registry/toolsets → surface → views → downstream → app → CLI.
+# Lowest first: config → shared state → upstreams → registry/toolsets → surface → views → downstream → app → CLI.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "names", "text"),
     ("config",),
+    ("shared",),
     ("upstream",),
     ("registry", "toolsets", "catalogs"),
     ("listing", "search", "surface"),

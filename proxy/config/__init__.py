@@ -13,12 +13,16 @@ from proxy.config._loading import (
     parse_tool_search,
 )
 from proxy.config._models import (
+    DEFAULT_REDIRECT_PORT,
     SERVER_NAME,
     AuditConfig,
     Config,
+    Introspection,
     LargeResultsConfig,
     MetricsConfig,
+    OAuthSettings,
     ProfileConfig,
+    ResourceAuth,
     ToolFilter,
     ToolSearchSettings,
     ToolsetConfig,
@@ -27,13 +31,17 @@ from proxy.config._models import (
 )
 
 __all__ = [
+    "DEFAULT_REDIRECT_PORT",
     "SERVER_NAME",
     "AuditConfig",
     "Config",
     "Imported",
+    "Introspection",
     "LargeResultsConfig",
     "MetricsConfig",
+    "OAuthSettings",
     "ProfileConfig",
+    "ResourceAuth",
     "ToolFilter",
     "ToolSearchSettings",
     "ToolsetConfig",

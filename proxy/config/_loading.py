@@ -171,8 +171,9 @@ def load_upstream(path: Path, environ: Mapping[str, str], used: set[str] | None 
         raise validation_problem(path, node, exc) from None
 
 
-def load_toolsets(path: Path) -> tuple[ToolsetsConfig, list[str]]:
-    """Load `toolsets.yaml`; a missing file means the defaults.
+def load_toolsets(path: Path, environ: Mapping[str, str] | None = None) -> tuple[ToolsetsConfig, list[str]]:
+    """Load `toolsets.yaml`; a missing file means the defaults. `${VAR}` interpolates in `auth:`
+    only (an introspection secret), from `environ` (default: the process environment).
 
     Raises:
         ConfigError: the file is not valid YAML or has invalid fields (`tool_search` never raises).
@@ -189,6 +190,13 @@ def load_toolsets(path: Path) -> tuple[ToolsetsConfig, list[str]]:
     for key in ("core", "toolsets", "profiles"):
         if key in data and data[key] is None:
             del data[key]
+    if "auth" in data:
+        try:
+            data["auth"] = interpolate(data["auth"], os.environ if environ is None else environ, ("auth",))
+        except _UnsetVariable as exc:
+            where = ".".join(str(part) for part in exc.location)
+            raise ConfigError(str(path), f"{where}: environment variable {exc.args[0]} is not set",
+                              line_of(node, exc.location)) from None
     try:
         return ToolsetsConfig.model_validate({**data, "tool_search": settings}), warnings
     except ValidationError as exc:
@@ -213,7 +221,7 @@ def load_config(directory: str | os.PathLike[str], environ: Mapping[str, str] | 
     config = Config(directory=Path(directory))
     toolsets_path = config.directory / "toolsets.yaml"
     try:
-        config.toolsets, config.warnings = load_toolsets(toolsets_path)
+        config.toolsets, config.warnings = load_toolsets(toolsets_path, environ)
     except ConfigError as problem:
         config.problems.append(problem)
     except Exception as exc:  # a loader bug must not take the other files down

@@ -20,6 +20,7 @@ from pydantic import (
 from proxy.errors import ConfigError
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+DEFAULT_REDIRECT_PORT = 8976
 SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # use with fullmatch: `$` accepts a trailing newline
 
 
@@ -30,6 +31,26 @@ class _Frozen(BaseModel):
 class ToolFilter(_Frozen):
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+
+
+class OAuthSettings(_Frozen):
+    """`auth: oauth` on a remote upstream; the short form means every setting is discovered.
+
+    Without `client_id` the client registers itself (RFC 7591); `redirect_port` is the loopback
+    port `toolbridge login` listens on for the authorization code.
+    """
+
+    type: Literal["oauth"] = "oauth"
+    client_id: str | None = None
+    client_secret: str | None = None
+    scopes: tuple[str, ...] = ()
+    redirect_port: int = Field(default=DEFAULT_REDIRECT_PORT, ge=1, le=65535)
+
+    @model_validator(mode="after")
+    def _secret_needs_id(self) -> OAuthSettings:
+        if self.client_secret is not None and self.client_id is None:
+            raise ValueError("'client_secret' needs a 'client_id'")
+        return self
 
 
 class UpstreamConfig(_Frozen):
@@ -50,6 +71,16 @@ class UpstreamConfig(_Frozen):
     max_message_bytes: int = Field(default=MAX_MESSAGE_BYTES, gt=0)
     restart_wait: float = Field(default=5, ge=0)  # how long a call waits for a restarting server
     tools: ToolFilter = ToolFilter()
+    auth: OAuthSettings | None = None
+
+    @field_validator("auth", mode="before")
+    @classmethod
+    def _auth_short_form(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            if value != "oauth":
+                raise ValueError(f"unknown auth {value!r}; the only kind is 'oauth' (static keys go in 'headers')")
+            return {"type": "oauth"}
+        return value
     # The protocol era to speak upstream: `auto` probes 2026-07-28 and falls back to the handshake.
     protocol: Literal["auto", "legacy", "2026"] = "auto"
     # False: the server's tools and prompts keep their own names (collisions stay qualified).
@@ -90,6 +121,8 @@ class UpstreamConfig(_Frozen):
     def _one_target(self) -> UpstreamConfig:
         if self.command is None and self.url is None:
             raise ValueError("one of 'command' (stdio) or 'url' (remote) is required")
+        if self.auth is not None and self.command is not None:
+            raise ValueError("'auth' applies to 'url' upstreams only")
         return self
 
     @property
@@ -138,6 +171,46 @@ class ToolSearchSettings(_Frozen):
     semantic: Literal["on", "off"] = "off"
 
 
+class Introspection(_Frozen):
+    """RFC 7662 token introspection: the endpoint, and toolbridge's credentials for it."""
+
+    url: str
+    client_id: str
+    client_secret: str
+
+
+class ResourceAuth(_Frozen):
+    """`auth:` in `toolsets.yaml`: the HTTP endpoint as an OAuth protected resource (RFC 9728).
+
+    Tokens from `issuer` for `audience` are checked either as JWTs against a JWKS (`jwks_url` or
+    `jwks_file`) or by asking the issuer (`introspection`). `profiles` maps values of the
+    `profile_claim` claim to profiles, first match wins, so a user's scope follows their identity.
+    `resource` is the URL clients connect to (published in the metadata); it defaults to the audience.
+    """
+
+    issuer: str
+    audience: str
+    resource: str | None = None
+    jwks_url: str | None = None
+    jwks_file: str | None = None
+    introspection: Introspection | None = None
+    scopes_required: tuple[str, ...] = ()
+    profile_claim: str | None = None
+    profiles: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ResourceAuth:
+        if sum(source is not None for source in (self.jwks_url, self.jwks_file, self.introspection)) != 1:
+            raise ValueError("give one of 'jwks_url', 'jwks_file' or 'introspection'")
+        if self.profiles and not self.profile_claim:
+            raise ValueError("'profiles' maps values of 'profile_claim'; set it (e.g. profile_claim: groups)")
+        if not re.match(r"https?://[^/\s]+", self.resource_url):
+            raise ValueError("'resource' (default: the audience) must be the http(s) URL clients connect to")
+        return self
+
+    @property
+    def resource_url(self) -> str:
+        return self.resource or self.audience
 class MetricsConfig(_Frozen):
     """`metrics:` — the first `top_tools` tools called get their own series; the rest count as `other`."""
 
@@ -171,9 +244,12 @@ class ToolsetsConfig(_Frozen):
     idle_timeout: float | None = Field(default=None, gt=0)
     spawn_concurrency: int | None = Field(default=None, ge=1)
     tool_search: ToolSearchSettings = ToolSearchSettings()
+    auth: ResourceAuth | None = None
     metrics: MetricsConfig = MetricsConfig()
     large_results: LargeResultsConfig = LargeResultsConfig()
     audit: AuditConfig | None = None
+    # Replicas behind a load balancer share large results and cached catalogs here; None: this process only.
+    redis_url: str | None = Field(default=None, pattern=r"^(redis|rediss|unix)://")
 
     @field_validator("toolsets", "profiles", mode="before")
     @classmethod
@@ -189,6 +265,14 @@ class ToolsetsConfig(_Frozen):
         if "default" not in value:
             return {**value, "default": ProfileConfig()}
         return value
+
+    @model_validator(mode="after")
+    def _auth_profiles_exist(self) -> ToolsetsConfig:
+        if self.auth is not None:
+            unknown = sorted(set(self.auth.profiles.values()) - set(self.profiles))
+            if unknown:
+                raise ValueError(f"auth.profiles names unknown profiles: {', '.join(unknown)}")
+        return self
 
 
 @dataclass

@@ -1,8 +1,11 @@
 """Streamable HTTP transport: `/mcp`, `/mcp/<profile>`, `/healthz`, and the operator's `/status`, `/metrics`.
 
 Every request passes the SDK's Host/Origin check (DNS-rebinding protection, configured here and
-applied first, so even `/healthz` answers only to allowed hosts) and, when a token is set, the
-bearer check (all but `/healthz`), before it reaches the SDK's session manager.
+applied first, so even `/healthz` answers only to allowed hosts) and then either the static
+bearer check (all but `/healthz`, when a token is set) or, with `auth:` in `toolsets.yaml`, the
+OAuth protected resource (`_resource.py`), before it reaches the SDK's session manager.
+`/healthz` is a readiness probe: 503 until the fleet settled and again once the drain began, 200
+in between. Behind a load balancer each replica marks its session ids (`_replica.py`).
 """
 
 from __future__ import annotations
@@ -23,12 +26,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
+from proxy.downstream._drain import StreamDrain
+from proxy.downstream._replica import ReplicaMarker
+from proxy.downstream._resource import ALLOWED_PROFILES_SCOPE_KEY, ProtectedResource
 from proxy.downstream._server import PROFILE_SCOPE_KEY
 
 logger = logging.getLogger(__name__)
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+# Within Kubernetes' default 30 s termination grace period, with room for the process to exit.
+DRAIN_SECONDS = 25
 
 
 def transport_security(
@@ -67,15 +75,21 @@ class HttpApp:
         auth_token: str | None,
         has_profile: Callable[[str], bool],
         health: Callable[[], dict[str, Any]],
+        resource: ProtectedResource | None = None,
         status: Callable[[], dict[str, Any]] | None = None,
         metrics: Callable[[], bytes] | None = None,
+        replica: ReplicaMarker | None = None,
     ) -> None:
         self.guard = TransportSecurityMiddleware(security)
         self.auth_token = auth_token
+        self.resource = resource
+        self.protected = resource.protect(self._behind_auth) if resource is not None else self._behind_auth
         self.has_profile = has_profile
         self.health = health
         self.status = status
         self.metrics = metrics
+        self.replica = replica
+        self.drain = StreamDrain()
         self.sessions = StreamableHTTPSessionManager(server, security_settings=security)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -90,12 +104,21 @@ class HttpApp:
             return
         path = scope["path"].rstrip("/") or "/"
         if path == "/healthz":
-            await JSONResponse(self.health())(scope, receive, send)
+            await self._healthz(scope, receive, send)
+            return
+        if self.resource is not None and path in self.resource.metadata_paths:
+            await self.resource.metadata_app(scope, receive, send)
             return
         if not check_bearer(Headers(scope=scope), self.auth_token):
             response = Response("Unauthorized", status_code=401, headers={"WWW-Authenticate": "Bearer"})
             await response(scope, receive, send)
             return
+        await self.protected(scope, receive, send)
+
+    async def _behind_auth(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """`/status`, `/metrics`, and MCP in the path's profile, unless a token's claim allows
+        others: then one of those (the first by default)."""
+        path = scope["path"].rstrip("/") or "/"
         if path == "/status" and self.status is not None:
             await JSONResponse(self.status())(scope, receive, send)
             return
@@ -106,8 +129,28 @@ class HttpApp:
         if profile is None:
             await Response("Not Found", status_code=404)(scope, receive, send)
             return
-        scope = {**scope, PROFILE_SCOPE_KEY: profile or None}
-        await self.sessions.handle_request(scope, receive, send)
+        allowed = scope.get(ALLOWED_PROFILES_SCOPE_KEY)
+        if allowed is not None:
+            allowed = tuple(p for p in allowed if self.has_profile(p))  # a reload may have removed one
+        if allowed is not None and (not allowed or (profile and profile not in allowed)):
+            await Response("Forbidden: no such profile for this identity", status_code=403)(scope, receive, send)
+            return
+        scope = {**scope, PROFILE_SCOPE_KEY: profile or (allowed[0] if allowed else None)}
+        await self.drain.serve(self._mcp, scope, receive, send)
+
+    async def _mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.replica is None:
+            await self.sessions.handle_request(scope, receive, send)
+        else:
+            await self.replica.serve(self.sessions.handle_request, scope, receive, send)
+
+    async def _healthz(self, scope: Scope, receive: Receive, send: Send) -> None:
+        health = self.health()
+        if self.drain.draining:
+            health = {**health, "status": "draining"}
+        if self.replica is not None:
+            health = {**health, "replica": self.replica.replica_id}
+        await JSONResponse(health, status_code=200 if health["status"] == "ok" else 503)(scope, receive, send)
 
     def _profile_from_path(self, path: str) -> str | None:
         """'' for plain `/mcp`, the profile for `/mcp/<profile>`, None when not served here."""
@@ -136,12 +179,14 @@ class _UvicornWithoutSignals(uvicorn.Server):
 
 
 async def serve_http(app: HttpApp, host: str, port: int, *, stop: anyio.Event) -> None:
-    """Serve with uvicorn until `stop` is set, then drain gracefully (bounded)."""
+    """Serve with uvicorn until `stop` is set, then drain: refuse new connections, end the notification
+    streams, let the requests in flight finish (up to `DRAIN_SECONDS`), and return."""
     server = _UvicornWithoutSignals(uvicorn.Config(app, host=host, port=port, log_level="warning",
-                                                   lifespan="on", timeout_graceful_shutdown=5))
+                                                   lifespan="on", timeout_graceful_shutdown=DRAIN_SECONDS))
 
     async def stop_when_asked() -> None:
         await stop.wait()
+        app.drain.start()
         server.should_exit = True
 
     async with anyio.create_task_group() as tg:

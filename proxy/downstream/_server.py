@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
-from mcp import MCPDeprecationWarning, types
+from mcp import MCPDeprecationWarning, MCPError, types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
@@ -28,6 +28,7 @@ from proxy import __version__
 from proxy.downstream import _bridge as bridge
 from proxy.downstream._arguments import check_arguments
 from proxy.downstream._channels import RequestContext, SessionChannel
+from proxy.downstream._large import LargeResults
 from proxy.downstream._logging import SessionLogs
 from proxy.downstream._notifier import ChangeNotifier, Kind
 from proxy.downstream._observe import BRIDGE_SERVER, CallObserver, CallRecord, ConnectionId, session_label
@@ -73,7 +74,15 @@ def _text_result(payload: Any, *, is_error: bool = False) -> types.CallToolResul
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
 
 
-def _offers(view: SessionView, name: str) -> bool:
+def _offers(view: SessionView, name: str, arguments: dict[str, Any]) -> bool:
+    """Whether the call can be answered from what is registered now (else the startup window may wait).
+
+    A search or describe is about the whole catalog, and a `tool_call` about its target.
+    """
+    if name in ("tool_search", "tool_describe"):
+        return False
+    if name == "tool_call":
+        return arguments.get("name") in view.scope
     return name in view.scope or any(tool.name == name for tool in view.surface.tools)
 
 
@@ -90,8 +99,10 @@ class Handlers:
         startup_wait: float,
         profile: str | None = None,
         on_call: CallObserver | None = None,
+        large_results: LargeResults | None = None,
     ) -> None:
         self.on_call = on_call
+        self.large_results = large_results
         self.views = views
         self.upstreams = upstreams
         self.notifier = notifier
@@ -177,6 +188,17 @@ class Handlers:
         self._remember(ctx, view, "tools")
         surface, _ = self.views.session_surface(view, self._promoted(session_key(ctx), view))
         return types.ListToolsResult(tools=list(surface.tools))
+
+    async def read_resource(
+        self, ctx: RequestContext, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        """An upstream's resource, or a page of a large result toolbridge kept (`toolbridge://results/…`)."""
+        if self.large_results is not None and self.large_results.owns(params.uri):
+            try:
+                return await self.large_results.read(params.uri)
+            except ValueError as exc:
+                raise MCPError(types.INVALID_PARAMS, str(exc)) from exc
+        return await self.resources.read(ctx, params)
 
     def _promoted(self, session: Hashable | None, view: SessionView) -> tuple[str, ...]:
         """The deferred tools this session used and now gets listed directly (`promote: N`)."""
@@ -280,10 +302,10 @@ class Handlers:
         self, ctx: RequestContext, params: types.CallToolRequestParams, channel: SessionChannel | RoundTripChannel
     ) -> types.CallToolResult:
         view = await self._view(ctx)
-        if not _offers(view, params.name):  # a name not registered yet: only the startup window waits
+        arguments = params.arguments or {}
+        if not _offers(view, params.name, arguments):  # only the startup window waits
             await self._await_startup()
             view = await self._view(ctx)
-        arguments = params.arguments or {}
         started, clock = time.time(), time.perf_counter()
         target: list[ToolEntry] = []  # the upstream tool this call reached, once known
         error: Exception | None = None
@@ -301,6 +323,8 @@ class Handlers:
             error = exc
             logger.exception("tool call %s failed", params.name)
             result = _text_result(f"toolbridge: internal error: {redact(str(exc))}", is_error=True)
+        if error is None and target and self.large_results is not None:
+            result = await self.large_results.cut(result)
         if error is None and not result.is_error:
             self._used(session, view, [entry.name for entry in target])
         if self.on_call is not None:
@@ -398,7 +422,7 @@ def build_server(handlers: Handlers) -> Server[Any]:
             on_call_tool=handlers.call_tool,
             on_list_resources=handlers.list_resources,
             on_list_resource_templates=handlers.resources.templates,
-            on_read_resource=handlers.resources.read,
+            on_read_resource=handlers.read_resource,
             on_subscribe_resource=handlers.resources.subscribe,
             on_unsubscribe_resource=handlers.resources.unsubscribe,
             on_list_prompts=handlers.list_prompts,

@@ -3,6 +3,7 @@
 `Fleet` keeps every upstream connected (stdio children, Streamable HTTP, SSE), puts each server's
 tools into a `ToolSink` (the registry) and its resources and prompts into a `CatalogSink`, and
 routes calls and requests to the live connection, with a `BackChannel` to the downstream caller.
+`login` gets the user's consent for an OAuth upstream; its tokens live where `token_store` says.
 """
 
 from proxy.upstream._availability import Availability
@@ -11,6 +12,8 @@ from proxy.upstream._backoff import next_delay
 from proxy.upstream._cache import CatalogCache, config_key
 from proxy.upstream._connection import Connection, ProgressCallback, connect, filter_tools, strip_server_info
 from proxy.upstream._fleet import CatalogSink, Fleet, ServerStatus, ToolSink, UpstreamState
+from proxy.upstream._login import login
+from proxy.upstream._oauth import token_store
 from proxy.upstream._stdio import resolve_command
 
 __all__ = [
@@ -30,7 +33,9 @@ __all__ = [
     "config_key",
     "connect",
     "filter_tools",
+    "login",
     "next_delay",
     "resolve_command",
     "strip_server_info",
+    "token_store",
 ]

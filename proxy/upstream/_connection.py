@@ -27,6 +27,7 @@ from proxy import __version__
 from proxy.config import UpstreamConfig
 from proxy.errors import (
     HttpResponse,
+    UpstreamNeedsAuth,
     UpstreamRefused,
     UpstreamTimeout,
     UpstreamUnavailable,
@@ -306,7 +307,8 @@ class Connection:
 
 
 def _http_client(config: UpstreamConfig, responses: list[HttpResponse], **overrides: Any) -> httpx2.AsyncClient:
-    """Our own httpx2 client: the config's headers, and a record of responses to explain failures."""
+    """Our own httpx2 client: the config's headers, its auth (OAuth), and a record of responses to
+    explain failures."""
 
     async def record(response: httpx2.Response) -> None:
         responses.append((response.status_code, response.headers.get("content-type", "").lower()))
@@ -336,24 +338,26 @@ async def _enter(stack: AsyncExitStack, transport: Any, hooks: _Hooks) -> Client
 
 async def _open_http(
     stack: AsyncExitStack, config: UpstreamConfig, transport: TransportChoice, hooks: _Hooks,
-    responses: list[HttpResponse],
+    responses: list[HttpResponse], auth: httpx2.Auth | None,
 ) -> tuple[Client, str]:
     assert config.url is not None
     if transport != "sse":
         try:
             async with AsyncExitStack() as attempt:
-                http = await attempt.enter_async_context(_http_client(config, responses))
+                http = await attempt.enter_async_context(_http_client(config, responses, auth=auth))
                 stream = streamable_http_client(config.url, http_client=http,
                                                 max_sse_event_size=config.max_message_bytes)
                 client = await _enter(attempt, stream, hooks)
                 await stack.enter_async_context(attempt.pop_all())
                 return client, "streamable-http"
-        except Exception:
-            if transport != "auto" or rejected_by_http(responses) is None:
+        except Exception as exc:
+            if transport != "auto" or rejected_by_http(responses) is None or isinstance(
+                translate(config.name, exc), UpstreamNeedsAuth
+            ):
                 raise
             logger.info("server %s: Streamable HTTP rejected; trying SSE", config.name)
             responses.clear()
-    http = await stack.enter_async_context(_http_client(config, responses))
+    http = await stack.enter_async_context(_http_client(config, responses, auth=auth))
     sse = sse_transport(http, config.url, config.name, config.max_message_bytes)
     return await _enter(stack, sse, hooks), "sse"
 
@@ -377,15 +381,18 @@ async def connect(
     log_dir: Path,
     transport: TransportChoice = "auto",
     mode: str = "auto",
+    auth: httpx2.Auth | None = None,
     notices: NoticeSink | None = None,
 ) -> AsyncIterator[Connection]:
     """Spawn or dial the upstream and negotiate; closing it stops the child's whole group.
 
     `transport="auto"` tries Streamable HTTP and falls back to SSE when the endpoint rejects it;
     `Connection.transport` says which one worked. Resource updates and log messages that concern
-    no call in flight go to `notices`.
+    no call in flight go to `notices`. An `auth: oauth` upstream authenticates with `auth` (see
+    `oauth_auth`).
 
     Raises:
+        UpstreamNeedsAuth: an OAuth upstream needs the user's consent (`toolbridge login`).
         UpstreamRefused: retrying will not help (missing command, auth, not an MCP endpoint).
         UpstreamError: any other failure to connect, or the connection failing while open.
     """
@@ -400,7 +407,7 @@ async def connect(
                 client = await _enter(stack, _stdio(config, config_dir, log_dir, signals), hooks)
                 used = "stdio"
             else:
-                client, used = await _open_http(stack, config, transport, hooks, responses)
+                client, used = await _open_http(stack, config, transport, hooks, responses, auth)
             opened = True
             yield Connection(config, client, used, signals, responses, in_flight)
     except Exception as exc:

@@ -25,12 +25,21 @@ import anyio
 from mcp import Client, types
 
 from proxy.config import UpstreamConfig
-from proxy.errors import SessionLost, UpstreamError, UpstreamRefused, UpstreamTimeout, UpstreamUnavailable, describe
+from proxy.errors import (
+    SessionLost,
+    UpstreamError,
+    UpstreamNeedsAuth,
+    UpstreamRefused,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+    describe,
+)
+from proxy.shared import CatalogCache  # on disk (upstream/_cache.py) or in Redis
 from proxy.upstream._availability import Availability
 from proxy.upstream._backchannel import BackChannel, NoticeSink
 from proxy.upstream._backoff import next_delay
-from proxy.upstream._cache import CatalogCache
 from proxy.upstream._connection import KEEPALIVE_TIMEOUT, Connection, ProgressCallback, TransportChoice, connect
+from proxy.upstream._consent import LOGIN_POLL, Consent
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +78,7 @@ class UpstreamState(enum.Enum):
     BACKOFF = "backoff"
     PARKED = "parked"
     DISABLED = "disabled"
+    NEEDS_AUTH = "needs-auth"  # an OAuth upstream waiting for `toolbridge login`; its known tools stay offered
 
 
 @dataclass(frozen=True)
@@ -110,6 +120,7 @@ class _Upstream:
     restarts: int = 0
     connected_since: float | None = None
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    consent: Consent | None = None  # an `auth: oauth` upstream's, once it first connects
 
     @property
     def name(self) -> str:
@@ -138,6 +149,7 @@ class Fleet:
         lazy: bool = False,
         idle_timeout: float | None = None,
         spawn_concurrency: int | None = None,
+        login_poll: float = LOGIN_POLL,
     ) -> None:
         self.registry = registry
         self.catalogs = catalogs
@@ -155,6 +167,7 @@ class Fleet:
         self._grace = grace
         self._cache = cache
         self._spawn = anyio.CapacityLimiter(spawn_concurrency or 4 * (os.cpu_count() or 1))
+        self._login_poll = login_poll
         self._lazy = lazy
         self._idle_timeout = idle_timeout
         self._servers = {name: self._new_upstream(config) for name, config in upstreams.items()}
@@ -262,9 +275,12 @@ class Fleet:
         upstream's sampling, elicitation, roots requests and logs go to `channel`. A lazy or
         stopped server is started (within its `connect_timeout`); a call to a server that is
         restarting waits for it (`restart_wait`). A call that finds the upstream's session gone
-        (it restarted) is retried once after reconnecting.
+        (it restarted) is retried once after reconnecting. A call to a server that needs the
+        user's consent asks for it through `channel` (a URL elicitation) and goes ahead once the
+        server is connected.
 
         Raises:
+            UpstreamNeedsAuth: the server needs consent and the caller cannot give it.
             UpstreamUnavailable: the server is not connected, or died during the call.
             UpstreamTimeout: no answer within the server's `timeout`.
             UpstreamError: the upstream answered with a protocol error.
@@ -276,12 +292,18 @@ class Fleet:
         up.used = True
         try:
             await self._until_started(up)
+            if up.state is UpstreamState.NEEDS_AUTH:
+                await self._consent_for_call(up, channel)
             conn = await self._live_connection(up)
             try:
                 return await conn.call_tool(raw_name, arguments, timeout=up.config.timeout,
                                             progress_callback=progress_callback, channel=channel)
             except SessionLost:
                 await self._wait_replaced(up, conn)
+            except UpstreamUnavailable:
+                if up.consent is None or not up.consent.needed:
+                    raise
+                await self._consent_for_call(up, channel)  # the token went mid-call: refused with a 401, never ran
             conn = await self._live_connection(up)
             return await conn.call_tool(raw_name, arguments, timeout=up.config.timeout,
                                         progress_callback=progress_callback, channel=channel)
@@ -370,6 +392,7 @@ class Fleet:
             UpstreamError: the connection failed or ended.
         """
         config = up.config
+        auth = await self._consent_of(up).serving_auth() if config.auth is not None else None
         slot = self._spawn if config.is_stdio else None
         if slot is not None:
             await slot.acquire()
@@ -379,7 +402,7 @@ class Fleet:
                 async with (
                     connect(config, config_dir=self._config_dir, log_dir=self._log_dir, transport=up.transport,
                             mode=self._mode if config.protocol == "auto" else config.client_mode,
-                            notices=self._notices) as conn,
+                            notices=self._notices, auth=auth) as conn,
                     anyio.create_task_group() as tg,
                 ):
                     if conn.modern and conn.announces_changes:
@@ -486,6 +509,9 @@ class Fleet:
         up.failures += 1
         up.last_error = str(error)
         self._settle(up)
+        if isinstance(error, UpstreamNeedsAuth):
+            await self._wait_for_consent(up, error)
+            return
         if isinstance(error, UpstreamRefused) or up.failures >= self._park_after:
             logger.warning("%s; parked, re-probing every %g s", error, self._reprobe)
             self._set_state(up, UpstreamState.PARKED, error.reason)
@@ -499,6 +525,30 @@ class Fleet:
         self._set_state(up, UpstreamState.BACKOFF, f"{error.reason}; retrying in {delay:.1f} s")
         await anyio.sleep(delay)
 
+
+    async def _wait_for_consent(self, up: _Upstream, error: UpstreamNeedsAuth) -> None:
+        """No retry loop and no parking: try again once a login stored new tokens (or after `reprobe`)."""
+        if up.state is not UpstreamState.NEEDS_AUTH:
+            logger.warning("%s", error)
+        up.failures = 0
+        self._set_state(up, UpstreamState.NEEDS_AUTH, error.reason)
+        await self._consent_of(up).wait_for_login(self._reprobe)
+
+    def _consent_of(self, up: _Upstream) -> Consent:
+        if up.consent is None or up.consent.config is not up.config:
+            up.consent = Consent(up.config, self._config_dir, self._login_poll)
+        return up.consent
+
+    async def _consent_for_call(self, up: _Upstream, channel: BackChannel | None) -> Connection | None:
+        """Ask the caller's user to authorize (URL elicitation), then wait for the new connection.
+
+        Raises:
+            UpstreamNeedsAuth: no caller to ask, its client cannot open a URL, or the user declined.
+        """
+        await self._consent_of(up).ask(channel)
+        with anyio.move_on_after(up.config.connect_timeout + self._login_poll):
+            await self.wait_state(up.name, UpstreamState.READY)
+        return up.connection
     # --- state bookkeeping -----------------------------------------------------------------------
 
     def _withdraw(self, up: _Upstream) -> None:
@@ -555,6 +605,6 @@ _STARTABLE = (UpstreamState.LAZY, UpstreamState.STOPPED)
 
 
 def _offered(up: _Upstream) -> bool:
-    """Its tools are offered: it runs, or it is listed and a call would start it."""
-    return up.state is UpstreamState.READY or up.state in _STARTABLE or (
+    """Its tools are offered: it runs, or it is listed and a call would start it (or ask for consent)."""
+    return up.state in (UpstreamState.READY, UpstreamState.NEEDS_AUTH) or up.state in _STARTABLE or (
         up.state is UpstreamState.STARTING and up.listed)

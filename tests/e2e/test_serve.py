@@ -113,8 +113,11 @@ async def test_http_refuses_foreign_hosts_origins_unknown_profiles_and_bad_token
             authorized = {**headers, "Authorization": "Bearer s3cret"}
             unknown = await http.post(f"{base}/mcp/nosuchprofile", json=body, headers=authorized)
             assert unknown.status_code == 404
-            health = (await http.get(f"{base}/healthz")).json()
-            assert health["status"] == "ok" and set(health["servers"]) == {"alpha", "beta"}
+            with anyio.fail_after(20):  # a readiness probe: 503 until both servers settled
+                while (ready := await http.get(f"{base}/healthz")).status_code != 200:
+                    assert ready.status_code == 503 and ready.json()["status"] == "starting"
+                    await anyio.sleep(0.05)
+            assert ready.json() == {"status": "ok", "servers": {"alpha": "ready", "beta": "ready"}}
         http_client = httpx2.AsyncClient(headers={"Authorization": "Bearer s3cret"})
         async with http_client, Client(streamable_http_client(f"{base}/mcp", http_client=http_client)) as client:
             assert len((await client.list_tools()).tools) == 4
