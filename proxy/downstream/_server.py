@@ -82,7 +82,8 @@ def _offers(view: SessionView, name: str, arguments: dict[str, Any]) -> bool:
     if name in ("tool_search", "tool_describe"):
         return False
     if name == "tool_call":
-        return arguments.get("name") in view.scope
+        target = arguments.get("name")  # anything a client sent: a list or a dict is not hashable
+        return isinstance(target, str) and target in view.scope
     return name in view.scope or any(tool.name == name for tool in view.surface.tools)
 
 
