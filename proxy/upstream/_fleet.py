@@ -38,7 +38,7 @@ from proxy.shared import CatalogCache  # on disk (upstream/_cache.py) or in Redi
 from proxy.upstream._availability import Availability
 from proxy.upstream._backchannel import BackChannel, NoticeSink
 from proxy.upstream._backoff import next_delay
-from proxy.upstream._connection import KEEPALIVE_TIMEOUT, Connection, ProgressCallback, TransportChoice, connect
+from proxy.upstream._client import KEEPALIVE_TIMEOUT, Connection, ProgressCallback, TransportChoice, connect
 from proxy.upstream._consent import LOGIN_POLL, Consent
 
 logger = logging.getLogger(__name__)
