@@ -77,7 +77,23 @@ async def _ask(send: Callable[[], Awaitable[R]]) -> R | types.ErrorData:
                                                                  "does not follow the protocol")
 
 
-class SessionChannel:
+class Relaying:
+    """The upstream's requests a back channel relays, each as one `_relay` of the matching request."""
+
+    async def _relay(self, request: types.InputRequest) -> Any:
+        raise NotImplementedError
+
+    async def sample(self, params: types.CreateMessageRequestParams) -> Any:
+        return await self._relay(types.CreateMessageRequest(params=params))
+
+    async def elicit(self, params: types.ElicitRequestParams) -> Any:
+        return await self._relay(types.ElicitRequest(params=params))
+
+    async def list_roots(self) -> Any:
+        return await self._relay(types.ListRootsRequest())
+
+
+class SessionChannel(Relaying):
     """The back channel of one handshake-era downstream request (`BackChannel`)."""
 
     def __init__(self, ctx: RequestContext, session: Hashable, level: LevelOf) -> None:
@@ -91,15 +107,6 @@ class SessionChannel:
             return refused
         metadata = ServerMessageMetadata(related_request_id=self.ctx.request_id)
         return await _ask(lambda: self.ctx.session.send_request(request, answer_type(request), metadata=metadata))
-
-    async def sample(self, params: types.CreateMessageRequestParams) -> Any:
-        return await self._relay(types.CreateMessageRequest(params=params))
-
-    async def elicit(self, params: types.ElicitRequestParams) -> Any:
-        return await self._relay(types.ElicitRequest(params=params))
-
-    async def list_roots(self) -> Any:
-        return await self._relay(types.ListRootsRequest())
 
     async def progress(self, value: float, total: float | None, message: str | None) -> None:
         await self.ctx.session.report_progress(value, total, message)

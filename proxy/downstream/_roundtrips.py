@@ -22,7 +22,7 @@ import anyio.abc
 from mcp import MCPError, types
 from mcp.server.connection import allowed_log_levels
 
-from proxy.downstream._channels import RequestContext, answer_type, log_notification, refusal
+from proxy.downstream._channels import Relaying, RequestContext, answer_type, log_notification, refusal
 
 ANSWER_TIMEOUT = 300.0  # how long an input request waits for the client to call again
 _COLLECT_TIMEOUT = 60.0  # how long a finished call waits for the round that collects it
@@ -64,7 +64,7 @@ class _Pending:
         self.asked.clear()
 
 
-class RoundTripChannel:
+class RoundTripChannel(Relaying):
     """The back channel of one 2026-era downstream call (`BackChannel`)."""
 
     def __init__(self, pending: _Pending) -> None:
@@ -88,15 +88,6 @@ class RoundTripChannel:
             return waiter.answer
         return types.ErrorData(code=types.REQUEST_TIMEOUT,
                                message=f"toolbridge: the downstream client did not answer within {ANSWER_TIMEOUT:g} s")
-
-    async def sample(self, params: types.CreateMessageRequestParams) -> Any:
-        return await self._relay(types.CreateMessageRequest(params=params))
-
-    async def elicit(self, params: types.ElicitRequestParams) -> Any:
-        return await self._relay(types.ElicitRequest(params=params))
-
-    async def list_roots(self) -> Any:
-        return await self._relay(types.ListRootsRequest())
 
     async def progress(self, value: float, total: float | None, message: str | None) -> None:
         await self._pending.ctx.session.report_progress(value, total, message)
