@@ -16,6 +16,7 @@ from proxy.listing import (
     Listing,
     estimate_tokens,
     listing_budget,
+    listing_tokens,
     render_listing,
     short_description,
 )
@@ -30,6 +31,20 @@ def test_heading_is_exact() -> None:
 )
 def test_estimate_tokens_rounds_up(text: str, tokens: int) -> None:
     assert estimate_tokens(text) == tokens
+
+
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [
+        ("", 0),
+        ("Fetch the page and return it as markdown.", 11),  # prose: the spec's estimate
+        ("mcp-github__create_pull_request", 11),  # a name: 11 pieces in 31 characters (8 by the estimate)
+        ("a__b, c__d, e__f", 14),  # every underscore and comma is a token of its own
+        ("internationalization 2026", 7),  # 4 + 2 pieces (6 letters or 3 digits each): the estimate's 7 wins
+    ],
+)
+def test_listing_tokens_count_word_pieces_where_characters_under_count(text: str, tokens: int) -> None:
+    assert listing_tokens(text) == tokens >= estimate_tokens(text)
 
 
 @pytest.mark.parametrize(
@@ -170,7 +185,7 @@ huge (12 tools — names not listed; discover via `tool_search`)"""
 def test_each_form_at_its_tightest_budget(
     catalog: DeferredByServer, expected: str, form: str, collapsed: tuple[str, ...]
 ) -> None:
-    budget = estimate_tokens(expected)
+    budget = listing_tokens(expected)
     listing = render_listing(catalog, budget)
     assert listing == Listing(text=expected, form=form, tokens=budget, collapsed=collapsed)
     assert render_listing(catalog, budget - 1).text != expected
@@ -178,7 +193,7 @@ def test_each_form_at_its_tightest_budget(
 
 @pytest.mark.parametrize(
     ("catalog", "budget"),
-    [(BIG, estimate_tokens(BIG_GROUPS) - 1), (SMALL, 0), (SMALL, -5), ({}, 4000), ({"empty": []}, 4000)],
+    [(BIG, listing_tokens(BIG_GROUPS) - 1), (SMALL, 0), (SMALL, -5), ({}, 4000), ({"empty": []}, 4000)],
 )
 def test_no_listing_when_nothing_fits_or_nothing_is_deferred(catalog: DeferredByServer, budget: int) -> None:
     assert render_listing(catalog, budget) == Listing(text=None, form="none", tokens=0)
@@ -187,10 +202,10 @@ def test_no_listing_when_nothing_fits_or_nothing_is_deferred(catalog: DeferredBy
 @pytest.mark.parametrize(
     ("budget", "collapsed"),
     [
-        (111, ("wide",)),
-        (86, ("wide", "alpha")),
-        (85, ("wide", "alpha", "bravo")),
-        (74, ("wide", "alpha", "bravo")),
+        (172, ("wide",)),
+        (147, ("wide", "alpha")),
+        (118, ("wide", "alpha", "bravo")),
+        (90, ("wide", "alpha", "bravo")),
     ],
 )
 def test_collapse_order_is_largest_block_first_then_label(budget: int, collapsed: tuple[str, ...]) -> None:
@@ -204,13 +219,13 @@ def test_collapse_order_is_largest_block_first_then_label(budget: int, collapsed
 
 
 def test_a_collapse_that_only_grows_the_listing_is_not_a_fit() -> None:
-    """Collapsing `tiny` last makes its block longer: below the 74 tokens of three summaries, nothing fits."""
-    assert render_listing(COLLAPSE, 73).form == "none"
+    """Collapsing `tiny` last makes its block longer: below the 90 tokens of three summaries, nothing fits."""
+    assert render_listing(COLLAPSE, 89).form == "none"
 
 
 def test_mixed_form_lists_names_without_descriptions() -> None:
     catalog = {**COLLAPSE, "bravo": [(f"bravo__tool_{i:02}", "Described.") for i in range(6)]}
-    listing = render_listing(catalog, estimate_tokens(COLLAPSE_MIXED))
+    listing = render_listing(catalog, listing_tokens(COLLAPSE_MIXED))
     assert listing.text == COLLAPSE_MIXED
 
 
@@ -240,6 +255,6 @@ def test_any_catalog_in_any_order_renders_the_same_and_fits(catalog: DeferredByS
     if listing.text is None:
         assert listing.form == "none"
     else:
-        assert listing.tokens == estimate_tokens(listing.text) <= budget
+        assert estimate_tokens(listing.text) <= listing.tokens == listing_tokens(listing.text) <= budget
         assert listing.text.startswith(HEADING + "\n")
         assert "\n\n" not in listing.text

@@ -13,7 +13,7 @@ import pytest
 from mcp import types
 
 from proxy.config import ToolSearchSettings
-from proxy.listing import HEADING, estimate_tokens, render_listing
+from proxy.listing import HEADING, estimate_tokens, listing_tokens, render_listing
 from proxy.names import BRIDGE_NAMES
 from proxy.surface import (
     ALWAYS_LOAD,
@@ -77,7 +77,7 @@ def test_budget_and_listing(context: int | None, overrides: dict[str, Any], budg
     search = by_name(surface)["tool_search"].description or ""
     assert (HEADING in search) == (form != "none")
     listing = search[search.index(HEADING) :] if form != "none" else ""
-    assert surface.listing_tokens == estimate_tokens(listing)
+    assert surface.listing_tokens == listing_tokens(listing)
 
 
 @pytest.mark.parametrize(
