@@ -60,6 +60,21 @@ def session_key(ctx: RequestContext) -> Hashable | None:
     return ctx.lifespan_context
 
 
+def promotion_key(ctx: RequestContext) -> Hashable | None:
+    """Whose promotions a request sees: its session's, or its client's for a 2026-era HTTP request.
+
+    Such a request has no session, so what a client used is kept under what it says it is: the
+    subject of its token when the endpoint checks OAuth tokens, and its client name. On an endpoint
+    without per-user tokens, every client of one name is taken to be the same user's.
+    """
+    key = session_key(ctx)
+    if key is not None or ctx.request is None:
+        return key
+    token = getattr(ctx.request.scope.get("user"), "access_token", None)
+    subject = (token.subject or token.client_id) if token is not None else None
+    return ("client", subject, _client_name(ctx))
+
+
 def _legacy(ctx: RequestContext) -> bool:
     return ctx.session.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS
 
@@ -187,7 +202,7 @@ class Handlers:
         await self._await_startup()
         view = await self._view(ctx)
         self._remember(ctx, view, "tools")
-        surface, _ = self.views.session_surface(view, self._promoted(session_key(ctx), view))
+        surface, _ = self.views.session_surface(view, self._promoted(promotion_key(ctx), view))
         return types.ListToolsResult(tools=list(surface.tools))
 
     async def read_resource(
@@ -269,7 +284,7 @@ class Handlers:
 
         stream = object()
         if kinds:
-            self.notifier.remember(stream, view, notify, kinds, session=session_key(ctx))
+            self.notifier.remember(stream, view, notify, kinds, session=promotion_key(ctx))
         for uri in uris:
             target = view.catalog.route_uri(uri)
             if target is not None and self.resources.subscriptions.add(stream, target, uri, updated):
@@ -310,7 +325,7 @@ class Handlers:
         started, clock = time.time(), time.perf_counter()
         target: list[ToolEntry] = []  # the upstream tool this call reached, once known
         error: Exception | None = None
-        session = session_key(ctx)
+        session = promotion_key(ctx)
         try:
             result = await self._dispatch(session, view, params.name, arguments, channel, target)
         except InvalidArguments as exc:

@@ -71,9 +71,8 @@ async def test_direct_exposure_is_the_scoped_registry(config: Path, transport: s
         assert not called.is_error and json.loads(called.content[0].text)["arguments"] == {"value": 5}
 
 
-@pytest.mark.parametrize(("transport", "mode"), [c for c in CASES if c != ("http", "auto")])
+@pytest.mark.parametrize(("transport", "mode"), CASES)
 async def test_a_used_tool_is_promoted_and_the_session_told(config: Path, transport: str, mode: str) -> None:
-    """Over HTTP the 2026 era has no session to promote for (each request stands alone): not tested there."""
     changed = anyio.Event()
 
     async def on_message(message: Any) -> None:
@@ -102,3 +101,22 @@ async def test_a_used_tool_is_promoted_and_the_session_told(config: Path, transp
         assert tools["beta__beta_0001"].input_schema["required"] == ["value"]
         assert not (await client.call_tool("beta__beta_0001", {"value": 2})).is_error
         tg.cancel_scope.cancel()
+
+
+async def test_without_a_session_promotions_follow_the_client_name(config: Path) -> None:
+    """A 2026-era HTTP request has no session: what a client used is kept under its name, so a new
+    connection of the same client finds it promoted, and another client does not."""
+    async with serve_http(config, free_port()) as base:
+
+        async def listed(name: str) -> set[str]:
+            info = types.Implementation(name=name, version="1")
+            async with Client(streamable_http_client(f"{base}/mcp"), client_info=info) as client:
+                assert client.protocol_version == "2026-07-28"
+                return {t.name for t in (await client.list_tools()).tools}
+
+        info = types.Implementation(name="ide", version="1")
+        async with Client(streamable_http_client(f"{base}/mcp"), client_info=info) as client:
+            called = await client.call_tool("tool_call", {"name": "beta__beta_0001", "arguments": {"value": 1}})
+            assert not called.is_error
+        assert "beta__beta_0001" in await listed("ide")
+        assert "beta__beta_0001" not in await listed("other-ide")
