@@ -231,7 +231,8 @@ async def _serve(
                                 startup_wait=config.toolsets.startup_wait, profile=profile,
                                 on_call=_call_observers(metrics, audit),
                                 large_results=LargeResults(gateway.shared.results,
-                                                           config.toolsets.large_results.max_chars))
+                                                           config.toolsets.large_results.max_chars),
+                                shared_promotions=gateway.shared.promotions())
             await tg.start(handlers.run)
             gateway.notice_listeners.append(handlers.on_notice)
             tg.start_soon(reload_on_sighup, gateway.reload)

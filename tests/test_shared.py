@@ -10,12 +10,13 @@ import pytest
 from inprocess import tool
 from redis.asyncio import Redis
 
-from bench.cluster import redis_server
+from bench.cluster import free_port, redis_server
 from proxy.config import UpstreamConfig
 from proxy.shared import (
     MemoryResultStore,
     RedisCatalogCache,
     RedisResultStore,
+    SharedPromotions,
     StoredResult,
     open_shared_state,
 )
@@ -106,3 +107,24 @@ async def test_an_unreachable_or_corrupt_shared_cache_is_a_miss(redis_url: str, 
         assert down.load(config) is None
         tg.cancel_scope.cancel()
     assert "invalid" in caplog.text and "unreachable" in caplog.text
+
+
+async def test_promotions_are_shared_expire_and_a_broken_record_or_server_changes_nothing(redis_url: str) -> None:
+    redis = Redis.from_url(redis_url)
+    promotions = SharedPromotions(redis)
+    assert await promotions.load('[null, "ide"]') == []
+    await promotions.save('[null, "ide"]', ["a__x", "b__y"])
+    other = Redis.from_url(redis_url)
+    assert await SharedPromotions(other).load('[null, "ide"]') == ["a__x", "b__y"]  # another replica's view
+    await other.aclose()
+    assert await promotions.load('["alice", "ide"]') == []
+    (key,) = await redis.keys("toolbridge:promoted:*")
+    assert 0 < await redis.ttl(key) <= 7 * 24 * 3600
+    await redis.set(key, b'{"not": "a list"}')
+    assert await promotions.load('[null, "ide"]') is None
+    await redis.aclose()
+    unreachable = Redis.from_url(f"redis://127.0.0.1:{free_port()}", socket_connect_timeout=1)
+    gone = SharedPromotions(unreachable)
+    assert await gone.load('[null, "ide"]') is None
+    await gone.save('[null, "ide"]', ["a__x"])  # logged, not raised
+    await unreachable.aclose()

@@ -9,13 +9,14 @@ protected resource whose tokens' claims choose the profile.
 from proxy.downstream import _bridge as bridge
 from proxy.downstream._arguments import check_arguments, coerce_arguments, validate_arguments
 from proxy.downstream._http import LOOPBACK_HOSTS, HttpApp, check_bearer, serve_http, transport_security
+from proxy.downstream._identity import session_key
 from proxy.downstream._large import RESULTS_PREFIX, LargeResults
 from proxy.downstream._notifier import ChangeNotifier
 from proxy.downstream._observe import BRIDGE_SERVER, CallObserver, CallRecord
 from proxy.downstream._protocol import Upstreams
 from proxy.downstream._replica import REPLICA_ID_PATTERN, ReplicaMarker
 from proxy.downstream._resource import ProtectedResource
-from proxy.downstream._server import Handlers, build_server, session_key
+from proxy.downstream._server import Handlers, build_server
 from proxy.downstream._stdio import stdio_transport
 
 __all__ = [

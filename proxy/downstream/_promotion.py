@@ -27,7 +27,11 @@ class Promotions:
         if name in used:
             used.remove(name)
         used.append(name)
-        del used[:-_MAX_REMEMBERED]
+        self.replace(session, used)
+
+    def replace(self, session: Hashable, names: list[str]) -> None:
+        """Set what `session` used (for a sessionless client: what every replica recorded)."""
+        self._used[session] = names[-_MAX_REMEMBERED:]
         self._used.move_to_end(session)
         while len(self._used) > _MAX_SESSIONS:
             self._used.popitem(last=False)

@@ -28,6 +28,7 @@ from proxy import __version__
 from proxy.downstream import _bridge as bridge
 from proxy.downstream._arguments import check_arguments
 from proxy.downstream._channels import RequestContext, SessionChannel
+from proxy.downstream._identity import SessionlessClient, client_name, promotion_key, session_key
 from proxy.downstream._large import LargeResults
 from proxy.downstream._logging import SessionLogs
 from proxy.downstream._notifier import ChangeNotifier, Kind
@@ -39,6 +40,7 @@ from proxy.downstream._resources import Resources
 from proxy.downstream._roundtrips import RoundTripChannel, RoundTrips
 from proxy.errors import InvalidArguments, ToolbridgeError, UnknownTool, UpstreamError, redact
 from proxy.registry import ToolEntry
+from proxy.shared import SharedPromotions
 from proxy.upstream import BackChannel
 from proxy.views import SessionView, Views
 
@@ -52,36 +54,8 @@ _LIST_CHANGED: dict[Kind, type[types.ServerNotification]] = {
 }
 
 
-def session_key(ctx: RequestContext) -> Hashable | None:
-    """A public handle on the session: its `Mcp-Session-Id` over HTTP, its connection otherwise
-    (`Server.run()` enters the lifespan once per stdio or in-memory connection: it yields a `ConnectionId`)."""
-    if ctx.request is not None:
-        return ctx.request.headers.get("mcp-session-id")
-    return ctx.lifespan_context
-
-
-def promotion_key(ctx: RequestContext) -> Hashable | None:
-    """Whose promotions a request sees: its session's, or its client's for a 2026-era HTTP request.
-
-    Such a request has no session, so what a client used is kept under what it says it is: the
-    subject of its token when the endpoint checks OAuth tokens, and its client name. On an endpoint
-    without per-user tokens, every client of one name is taken to be the same user's.
-    """
-    key = session_key(ctx)
-    if key is not None or ctx.request is None:
-        return key
-    token = getattr(ctx.request.scope.get("user"), "access_token", None)
-    subject = (token.subject or token.client_id) if token is not None else None
-    return ("client", subject, _client_name(ctx))
-
-
 def _legacy(ctx: RequestContext) -> bool:
     return ctx.session.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS
-
-
-def _client_name(ctx: RequestContext) -> str | None:
-    params = ctx.session.client_params
-    return params.client_info.name if params is not None and params.client_info is not None else None
 
 
 def _text_result(payload: Any, *, is_error: bool = False) -> types.CallToolResult:
@@ -116,6 +90,7 @@ class Handlers:
         profile: str | None = None,
         on_call: CallObserver | None = None,
         large_results: LargeResults | None = None,
+        shared_promotions: SharedPromotions | None = None,
     ) -> None:
         self.on_call = on_call
         self.large_results = large_results
@@ -131,6 +106,7 @@ class Handlers:
         self.resources = Resources(upstreams, self._view, self._request_channel, session_key)
         self.prompts = Prompts(upstreams, self._view, self._request_channel)
         self.promotions = Promotions()
+        self.shared_promotions = shared_promotions
         notifier.session_tools = self._tools_fingerprint
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -159,7 +135,7 @@ class Handlers:
             chosen = ctx.request.scope.get(PROFILE_SCOPE_KEY)
             if chosen:
                 return str(chosen)
-        return self.views.profile_for_client(_client_name(ctx))
+        return self.views.profile_for_client(client_name(ctx))
 
     async def _view(self, ctx: RequestContext) -> SessionView:
         """The session's view; no request waits for the fleet here (see `_await_startup`)."""
@@ -202,7 +178,9 @@ class Handlers:
         await self._await_startup()
         view = await self._view(ctx)
         self._remember(ctx, view, "tools")
-        surface, _ = self.views.session_surface(view, self._promoted(promotion_key(ctx), view))
+        key = promotion_key(ctx)
+        await self._load_promotions(key, view)
+        surface, _ = self.views.session_surface(view, self._promoted(key, view))
         return types.ListToolsResult(tools=list(surface.tools))
 
     async def read_resource(
@@ -225,7 +203,14 @@ class Handlers:
     def _tools_fingerprint(self, session: Hashable, view: SessionView) -> str:
         return self.views.session_surface(view, self._promoted(session, view))[1]
 
-    def _used(self, session: Hashable | None, view: SessionView, names: Iterable[str]) -> None:
+    async def _load_promotions(self, session: Hashable | None, view: SessionView) -> None:
+        """A sessionless client may have been promoted tools through another replica: take that record."""
+        if isinstance(session, SessionlessClient) and view.promote and self.shared_promotions is not None:
+            names = await self.shared_promotions.load(session.label)
+            if names is not None:
+                self.promotions.replace(session, names)
+
+    async def _used(self, session: Hashable | None, view: SessionView, names: Iterable[str]) -> None:
         """The session used these tools: promote the deferred ones, and tell it if its list changed."""
         used = [name for name in names if name in view.deferred]
         if session is None or not view.promote or not used:
@@ -233,6 +218,8 @@ class Handlers:
         for name in used:
             self.promotions.use(session, name)
         self.notifier.recheck()
+        if isinstance(session, SessionlessClient) and self.shared_promotions is not None:
+            await self.shared_promotions.save(session.label, self.promotions.used(session))
 
     async def list_prompts(
         self, ctx: RequestContext, params: types.PaginatedRequestParams | None
@@ -326,6 +313,7 @@ class Handlers:
         target: list[ToolEntry] = []  # the upstream tool this call reached, once known
         error: Exception | None = None
         session = promotion_key(ctx)
+        await self._load_promotions(session, view)
         try:
             result = await self._dispatch(session, view, params.name, arguments, channel, target)
         except InvalidArguments as exc:
@@ -342,7 +330,7 @@ class Handlers:
         if error is None and target and self.large_results is not None:
             result = await self.large_results.cut(result)
         if error is None and not result.is_error:
-            self._used(session, view, [entry.name for entry in target])
+            await self._used(session, view, [entry.name for entry in target])
         if self.on_call is not None:
             self.on_call(_record(ctx, view, params.name, arguments, target, result, error,
                                  started, time.perf_counter() - clock))
@@ -358,7 +346,7 @@ class Handlers:
             return _text_result(bridge.search(self.views, view, arguments))
         if name == "tool_describe":
             described = bridge.describe(self.views, view, arguments)
-            self._used(session, view, described["tools"])
+            await self._used(session, view, described["tools"])
             return _text_result(described)
         if name == "tool_call":
             prepared = await bridge.prepare_call(self.views, view, arguments)

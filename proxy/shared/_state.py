@@ -1,9 +1,10 @@
 """The state replicas share, opened once per process: Redis when `redis_url` is set, else this process.
 
-Only what must outlive a replica or be seen by another goes here: the large-result store and the
-cached upstream catalogs. Everything else (sessions, upstream connections, the registry) is per
-replica by design: each replica runs its own fleet from the same config dir, so each sees the same
-upstream changes itself and tells its own sessions (no subscription bus between replicas).
+Only what must outlive a replica or be seen by another goes here: the large-result store, the
+cached upstream catalogs and sessionless clients' promotions. Everything else (sessions, upstream
+connections, the registry) is per replica by design: each replica runs its own fleet from the same
+config dir, so each sees the same upstream changes itself and tells its own sessions (no
+subscription bus between replicas).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from redis.exceptions import RedisError
 from proxy.config import UpstreamConfig
 from proxy.errors import redact
 from proxy.shared._catalogs import RedisCatalogCache
+from proxy.shared._promotions import SharedPromotions
 from proxy.shared._results import MemoryResultStore, RedisResultStore, ResultStore
 
 __all__ = ["RESULT_TTL", "SharedState", "open_shared_state"]
@@ -36,6 +38,10 @@ class SharedState:
     def catalog_cache(self, key: Callable[[UpstreamConfig], str]) -> RedisCatalogCache | None:
         """The shared catalog cache (start its `run` before the fleet), or None: keep the on-disk one."""
         return RedisCatalogCache(self.redis, key) if self.redis is not None else None
+
+    def promotions(self) -> SharedPromotions | None:
+        """Sessionless clients' promotions, seen by every replica; None: this process is the only one."""
+        return SharedPromotions(self.redis) if self.redis is not None else None
 
 
 @asynccontextmanager

@@ -16,6 +16,8 @@ from fleetdir import serve_http, serve_stdio, write_fleet
 from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 
+from bench.cluster import redis_server
+
 pytestmark = pytest.mark.anyio
 
 TOOLSETS = {
@@ -120,3 +122,19 @@ async def test_without_a_session_promotions_follow_the_client_name(config: Path)
             assert not called.is_error
         assert "beta__beta_0001" in await listed("ide")
         assert "beta__beta_0001" not in await listed("other-ide")
+
+
+async def test_replicas_sharing_redis_list_and_answer_a_sessionless_clients_promotions(
+        config: Path, tmp_path: Path) -> None:
+    """Any replica may answer a 2026-era request: what one replica promoted, another lists and calls."""
+    info = types.Implementation(name="ide", version="1")
+    async with redis_server(tmp_path / "redis") as url, \
+            serve_http(config, free_port(), "--redis-url", url) as first, \
+            serve_http(config, free_port(), "--redis-url", url) as second:
+        async with Client(streamable_http_client(f"{first}/mcp"), client_info=info) as client:
+            called = await client.call_tool("tool_call", {"name": "beta__beta_0001", "arguments": {"value": 1}})
+            assert not called.is_error
+        async with Client(streamable_http_client(f"{second}/mcp"), client_info=info) as client:
+            assert client.protocol_version == "2026-07-28"
+            assert "beta__beta_0001" in {t.name for t in (await client.list_tools()).tools}
+            assert not (await client.call_tool("beta__beta_0001", {"value": 2})).is_error
