@@ -41,12 +41,15 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CACHE_DIR = REPO_ROOT / ".cache" / "embeddings"
 CATALOG_SERVER = REPO_ROOT / "tests" / "servers" / "catalog_server.py"
 ARGS_QUERIES = REPO_ROOT / "bench" / "queries" / "args.json"  # ours: single-step requests naming argument values
+TASK_QUERIES = REPO_ROOT / "bench" / "queries" / "tasks.json"  # ours: multi-step task requests, 2-6 gold tools
 DATASETS = {
     "real-fleet/dev": ("real-fleet.json", "queries-dev.json"),
     "real-fleet/args": ("real-fleet.json", str(ARGS_QUERIES)),
+    "real-fleet/tasks": ("real-fleet.json", str(TASK_QUERIES)),
     "livemcpbench": ("livemcpbench/catalog.json", "livemcpbench/queries.json"),
 }
-TUNING = ("real-fleet/dev", "real-fleet/args")  # what parameters are fitted on; LiveMCPBench never is
+# What parameters are fitted on; LiveMCPBench never is.
+TUNING = ("real-fleet/dev", "real-fleet/args", "real-fleet/tasks")
 FASTMCP_PYTHON = REPO_ROOT / ".search-bench-venv" / "bin" / "python"  # bench/setup_search.sh
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 RECALL_DEFINITION = "recall@k = |gold ∩ top-k| / |gold|, averaged over queries; hit@5 = any gold in top 5"
@@ -269,8 +272,7 @@ def fusion_legs(catalog: Views, query: str) -> tuple[list[tuple[str, float]], di
     semantic = catalog.semantic
     assert semantic is not None
     lexical = catalog.index.scored(query, limit=bridge.FUSION_DEPTH, scope=scope)
-    similarity = dict(semantic.rank(query, bridge.FUSION_DEPTH, scope))
-    similarity.update(semantic.similarities(query, {name for name, _ in lexical}))
+    similarity = dict(semantic.rank(query, bridge.FUSION_DEPTH, scope, also=[name for name, _ in lexical]))
     return lexical, similarity
 
 

@@ -174,7 +174,7 @@ async def test_query_vectors_are_computed_off_the_event_loop(tmp_path: Path, enc
     cat = catalog(tmp_path)
     await embed_pending(cat.semantic)
     before = len(encoder.calls)
-    await bridge.prepare_search(cat, {"queries": [RAIN, "mail a colleague"]})
+    await bridge.prepare_search(cat, cat.for_profile("default"), {"queries": [RAIN, "mail a colleague"]})
     assert [texts for _, texts in encoder.calls[before:]] == [[RAIN, "mail a colleague"]]
     assert all(thread != threading.get_ident() for thread, _ in encoder.calls[before:])
     assert search(cat, RAIN)[0] == "weather__get_conditions"
