@@ -254,16 +254,22 @@ def run_dataset(root: Path, catalog: str, queries: str, semantic_cache: Path | N
     if real is not None and real != [fastmcp.search(q["query"], limit=10) for q in qs]:
         raise SystemExit(f"{catalog}: FastMCP's own BM25 ranks differently from FastMCPBM25")
     if semantic_cache:
-        t0, cpu0 = time.perf_counter(), time.process_time()
-        hybrid = build_catalog(servers, semantic_cache)
-        print(f"{catalog}: {len(tb.registry.tools)} tools indexed and embedded in {time.perf_counter() - t0:.1f} s "
-              f"({time.process_time() - cpu0:.1f} s CPU, load average {os.getloadavg()[0]:.1f})")
-        results["hybrid"] = evaluate(tool_search(hybrid), qs)
-        legs = {q["id"]: fusion_legs(hybrid, q["query"]) for q in qs}
-        results["hybrid RRF"] = score(qs, [rrf([n for n, _ in lexical], sorted(sims, key=lambda n: -sims[n]), 10)
-                                           for lexical, sims in map(legs.__getitem__, (q["id"] for q in qs))],
-                                      [0.0] * len(qs))
+        results.update(run_hybrid(root, catalog, queries, semantic_cache))
     return results
+
+
+def run_hybrid(root: Path, catalog: str, queries: str, semantic_cache: Path) -> dict[str, Report]:
+    """`tool_search` with semantic search on (`hybrid`), and the same legs fused by reciprocal rank."""
+    servers = load_servers(root / catalog)
+    qs = load_queries(root / queries)
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    hybrid = build_catalog(servers, semantic_cache)
+    print(f"{catalog}: {len(hybrid.registry.tools)} tools indexed and embedded in {time.perf_counter() - t0:.1f} s "
+          f"({time.process_time() - cpu0:.1f} s CPU, load average {os.getloadavg()[0]:.1f})")
+    legs = {q["id"]: fusion_legs(hybrid, q["query"]) for q in qs}
+    rrf_rankings = [rrf([n for n, _ in lexical], sorted(sims, key=lambda n: -sims[n]), 10)
+                    for lexical, sims in map(legs.__getitem__, (q["id"] for q in qs))]
+    return {"hybrid": evaluate(tool_search(hybrid), qs), "hybrid RRF": score(qs, rrf_rankings, [0.0] * len(qs))}
 
 
 def fusion_legs(catalog: Views, query: str) -> tuple[list[tuple[str, float]], dict[str, float]]:

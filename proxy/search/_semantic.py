@@ -166,7 +166,7 @@ def doc_text(server: str, raw_name: str, description: str) -> str:
 # A long request often names several steps ("find the sheet, read A1:F9 and chart it"); each clause gets a
 # vector of its own and a tool scores its best match among them. Clauses end at sentence punctuation, a
 # comma or a semicolon, or before "and", "then", "also", "plus".
-_CLAUSE_END = re.compile(r"(?<=[.!?;:,])\s+|\s+(?:and then|then|and|also|plus)\s+", re.IGNORECASE)
+_CLAUSE_END = re.compile(r",?\s+(?:and then|then|and|also|plus)\s+|(?<=[.!?;:,])\s+", re.IGNORECASE)
 ASPECT_MIN_WORDS = 10  # content words a query needs before its clauses are embedded too
 CLAUSE_MIN_WORDS = 2  # content words a clause needs to count
 
@@ -179,7 +179,7 @@ def aspects(query: str) -> list[str]:
     """The texts a query is embedded as: itself, plus each clause of a long one with two or more."""
     if _content_words(query) < ASPECT_MIN_WORDS:
         return [query]
-    clauses = [c for part in _CLAUSE_END.split(query) if _content_words(c := part.strip()) >= CLAUSE_MIN_WORDS]
+    clauses = [c for part in _CLAUSE_END.split(query) if _content_words(c := part.strip(" ,;:")) >= CLAUSE_MIN_WORDS]
     return [query, *clauses] if len(clauses) >= 2 else [query]
 
 
