@@ -84,13 +84,24 @@ def hybrid_ms(catalog: Views, queries: list[str]) -> tuple[list[float], ...]:
     return anyio.run(run)
 
 
+def rss_mb() -> float:
+    """This process's resident memory now (Linux)."""
+    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
 def report_hybrid(root: Path, target: int, cache: Path) -> None:
     servers = replicate_tools(load_servers(root / "real-fleet.json"), target)
     n_tools = sum(map(len, servers.values()))
+    before = rss_mb()
+    lexical = build_catalog(servers)
+    lexical_mb = rss_mb() - before
+    del lexical
+    before = rss_mb()
     t0, c0 = time.perf_counter(), time.process_time()
     catalog = build_catalog(servers, cache)
     print(f"hybrid     {n_tools} tools indexed and embedded (cache {cache}) in {time.perf_counter() - t0:.1f} s, "
-          f"{time.process_time() - c0:.1f} s CPU")
+          f"{time.process_time() - c0:.1f} s CPU; RSS +{rss_mb() - before:.0f} MB (the same catalog lexical only: "
+          f"+{lexical_mb:.0f} MB)")
     for name, path in (("queries-dev", root / "queries-dev.json"), ("tasks", TASK_QUERIES)):
         queries = [q["query"] for q in load_queries(path)]
         first, cpu, again = hybrid_ms(catalog, queries)
