@@ -1,8 +1,9 @@
 """Fitting the lexical ranking's parameters, and k-fold cross-validation of that fitting (issue 16).
 
-The tuning queries are the development set and the argument-bearing set (bench/queries/args.json), both
-over the real fleet; LiveMCPBench is never tuned on. `cross_validate` splits the tuning queries into k
-folds (each set spread over all folds), fits on k-1 and scores the held-out fold, so its figures say
+The tuning queries are the development set, the argument-bearing set (bench/queries/args.json) and the
+multi-step task requests (bench/queries/tasks.json), all over the real fleet; LiveMCPBench is never tuned
+on. `cross_validate` splits the tuning queries into k folds (each set spread over all folds), fits on k-1
+and scores the held-out fold, so its figures say
 what the fitting procedure earns on queries it never saw; `fit` on all of them gives the shipped
 `proxy.search.RANKING`. The fit is coordinate ascent over a small grid per parameter, objective mean
 recall@5 plus a little MRR to break ties.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from proxy.app import embed_pending
@@ -60,3 +61,89 @@ async def test_a_failed_embedding_is_logged_and_leaves_the_server_lexical(
     await embed_pending(index)
     assert index.pending == {} and not index.ready({"s__a"})
     assert "server s" in caplog.text and "disk full" in caplog.text
+
+
+FIND = "find the quarterly sales spreadsheet in my shared drive"
+MAIL = "email a short summary to the finance team"
+TWO_STEPS = f"{FIND}, and then {MAIL}"
+
+
+def test_a_long_request_is_embedded_whole_and_per_clause() -> None:
+    assert semantic.aspects(TWO_STEPS) == [TWO_STEPS, FIND, MAIL]
+
+
+@pytest.mark.parametrize("query", [
+    "github create issue",
+    "sort the sales sheet by revenue, highest first, in my xlsx",  # short: one capability, however punctuated
+    "please could you give me the complete list of every single open pull request in the repository",  # one clause
+])
+def test_a_short_or_single_clause_query_is_embedded_whole(query: str) -> None:
+    assert semantic.aspects(query) == [query]
+
+
+def test_clauses_without_two_content_words_do_not_count() -> None:
+    read = "read the deployment logs of the payments service for last night"
+    restart = "restart its pods if they crashed"
+    query = f"{read}, then, and {restart}"
+    assert semantic.aspects(query) == [query, read, restart]
+
+
+def test_a_tool_is_embedded_as_its_name_and_first_sentence() -> None:
+    text = semantic.doc_text("gh", "create_pull-request", "Open a PR.\nLong usage notes follow. More.")
+    assert text == "gh: create pull request. Open a PR."
+    assert semantic.doc_text("fs", "read", "") == "fs: read."
+
+
+def unit(*weights: float) -> np.ndarray:
+    vector = np.zeros(semantic.DIMENSIONS, np.float32)
+    vector[: len(weights)] = weights
+    return vector / np.linalg.norm(vector)
+
+
+def embedded(servers: dict[str, dict[str, np.ndarray]], queries: dict[str, list[np.ndarray]]) -> semantic.SemanticIndex:
+    """An index with these vectors installed and these query vectors remembered (no model involved)."""
+    index = semantic.SemanticIndex(None)
+    for server, tools in servers.items():
+        index.set_server(server, docs_on(server, *tools))
+        index.install(server, index.pending[server], np.stack(list(tools.values())))
+    index.remember_queries(list(queries), [np.stack(rows) for rows in queries.values()])
+    return index
+
+
+def docs_on(server: str, *names: str) -> tuple[SearchDoc, ...]:
+    return tuple(SearchDoc(f"{server}__{n}", server, n, "", ()) for n in names)
+
+
+def test_rank_orders_by_similarity_within_the_scope_and_adds_the_asked_for_tools() -> None:
+    index = embedded({"s": {"a": unit(1, 0), "b": unit(1, 1), "c": unit(0, 1)}, "t": {"d": unit(1, 0.2)}},
+                     {"q": [unit(1, 0)]})
+    everything = frozenset({"s__a", "s__b", "s__c", "t__d"})
+    assert [n for n, _ in index.rank("q", 3, everything)] == ["s__a", "t__d", "s__b"]
+    assert [n for n, _ in index.rank("q", 2, frozenset({"s__b", "s__c"}))] == ["s__b", "s__c"]
+    ranked = index.rank("q", 1, everything, also=["s__c", "s__a", "gone"])
+    assert [n for n, _ in ranked] == ["s__a", "s__c"] and ranked[1][1] == pytest.approx(0.0, abs=1e-6)
+    assert [n for n, _ in index.rank("q", 5, everything, min_similarity=0.9)] == ["s__a", "t__d"]
+
+
+def test_a_tool_scores_its_best_match_among_the_query_aspects() -> None:
+    index = embedded({"s": {"a": unit(1, 0), "b": unit(0, 1), "c": unit(1, 1)}}, {"q": [unit(1, 1), unit(0, 1)]})
+    assert dict(index.rank("q", 3, frozenset({"s__a", "s__b", "s__c"}))) == pytest.approx(
+        {"s__c": 1.0, "s__b": 1.0, "s__a": 2**-0.5})
+
+
+def test_rank_forgets_a_servers_vectors_once_its_tools_change() -> None:
+    index = embedded({"s": {"a": unit(1, 0)}, "t": {"b": unit(0, 1)}}, {"q": [unit(1, 0)]})
+    scope = frozenset({"s__a", "t__b"})
+    assert [n for n, _ in index.rank("q", 2, scope)] == ["s__a", "t__b"]
+    index.set_server("s", docs_on("s", "a"))  # changed: re-embedding pending
+    assert [n for n, _ in index.rank("q", 2, scope)] == ["t__b"]
+    assert not index.ready(scope)
+    index.install("s", index.pending["s"], np.stack([unit(0, 1)]))
+    assert dict(index.rank("q", 2, scope)) == pytest.approx({"s__a": 0.0, "t__b": 0.0}, abs=1e-6)
+
+
+@pytest.mark.skipif(not semantic.available(), reason="semantic extra not installed")
+def test_cached_vectors_are_keyed_by_the_token_limit_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    shipped = semantic.load_model().id
+    monkeypatch.setattr(semantic, "MAX_TOKENS", semantic.MAX_TOKENS * 2)
+    assert semantic.MiniLM().id != shipped

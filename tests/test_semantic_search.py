@@ -174,8 +174,38 @@ async def test_query_vectors_are_computed_off_the_event_loop(tmp_path: Path, enc
     cat = catalog(tmp_path)
     await embed_pending(cat.semantic)
     before = len(encoder.calls)
-    await bridge.prepare_search(cat, {"queries": [RAIN, "mail a colleague"]})
+    await bridge.prepare_search(cat, cat.for_profile("default"), {"queries": [RAIN, "mail a colleague"]})
     assert [texts for _, texts in encoder.calls[before:]] == [[RAIN, "mail a colleague"]]
     assert all(thread != threading.get_ident() for thread, _ in encoder.calls[before:])
     assert search(cat, RAIN)[0] == "weather__get_conditions"
     assert len(encoder.calls) == before + 1  # the search itself ran no model
+
+
+@needs_model
+@pytest.mark.anyio
+async def test_no_query_is_encoded_while_the_session_still_searches_lexically(tmp_path: Path, encoder: Encoder) -> None:
+    cat = catalog(tmp_path)
+    await embed_pending(cat.semantic)
+    cat.registry.set_server_tools("notes", [tool("add_note", "Write a note down")])  # not embedded yet
+    before = len(encoder.calls)
+    await bridge.prepare_search(cat, cat.for_profile("default"), {"queries": ["jot something down"]})
+    assert len(encoder.calls) == before
+    assert search(cat, "add note")[0] == "notes__add_note"
+
+
+@needs_model
+@pytest.mark.anyio
+async def test_each_step_of_a_long_request_finds_its_tool(tmp_path: Path) -> None:
+    cat = catalog(tmp_path)
+    index = cat.semantic
+    assert index is not None
+    await embed_pending(index)
+    weather = "look up the current weather conditions in Lisbon for our long weekend trip"
+    request = f"{weather}, and then send an email message to my sister with the forecast"
+    similarity = dict(index.rank(request, 4, cat.for_profile("default").deferred))
+    model = semantic.load_model()
+    mail = "mail__send_message"
+    mail_vector = model.embed([semantic.doc_text("mail", "send_message", "Send an email message to a recipient")])[0]
+    # the mail tool scores its match with the clause that asks for it, well above its match with the whole request
+    assert similarity[mail] > float(mail_vector @ model.embed([request])[0]) + 0.05
+    assert set(search(cat, request, limit=2)) == {"weather__get_conditions", mail}

