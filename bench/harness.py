@@ -56,10 +56,13 @@ def machine_summary() -> str:
             f"Python {platform.python_version()}, {platform.system()} {platform.release()}")
 
 
-def toolbridge_command(config_dir: Path, *extra: str) -> list[str]:
-    """`toolbridge serve` from this checkout (not the console script, which may point elsewhere)."""
-    return [sys.executable, "-m", "proxy", "serve", "--config-dir", str(config_dir),
-            "--log-level", "warning", *extra]
+def toolbridge_command(config_dir: Path, *extra: str, stamp: Path | None = None) -> list[str]:
+    """`toolbridge serve` from this checkout (not the console script, which may point elsewhere).
+
+    `stamp`: started through `bench/stamped.py`, which notes there when its imports were done.
+    """
+    launcher = ["-m", "bench.stamped", str(stamp)] if stamp is not None else ["-m", "proxy"]
+    return [sys.executable, *launcher, "serve", "--config-dir", str(config_dir), "--log-level", "warning", *extra]
 
 
 @dataclass(frozen=True)
@@ -89,8 +92,8 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-async def wait_http(url: str, timeout: float = 60.0) -> None:
-    """Wait until something answers HTTP at `url` (any status).
+async def wait_http(url: str, timeout: float = 60.0, interval: float = 0.05) -> None:
+    """Wait until something answers HTTP at `url` (any status), trying every `interval` seconds.
 
     Raises:
         TimeoutError: nothing answered within `timeout` seconds.
@@ -102,7 +105,7 @@ async def wait_http(url: str, timeout: float = 60.0) -> None:
                     await http.get(url)
                     return
                 except httpx2.TransportError:
-                    await anyio.sleep(0.05)
+                    await anyio.sleep(interval)
 
 
 @contextlib.contextmanager
