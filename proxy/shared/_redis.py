@@ -1,11 +1,13 @@
-"""Each upstream's last good catalog in Redis, so any replica (a new one too) can list the fleet at once.
+"""What replicas share in Redis: each upstream's last good catalog, and the large results.
 
-The fleet reads its catalog cache synchronously while it starts and writes it from its supervisors,
-so this cache keeps an in-memory mirror of one Redis hash (`toolbridge:catalogs`, a field per
-server): `run()` fills the mirror before it reports started, and writes go out from its task
-without blocking the caller (the latest catalog per server wins). An entry holds the key of the
-config it was listed under (command or URL, environment, headers, filters: `key(config)`), so an
-edited server's old catalog never applies. Redis being down is a miss and a logged warning, never an error.
+Imported only when a Redis URL is given: the client library costs a process without one a tenth of
+a second of start-up. The catalog cache lets any replica (a new one too) list the fleet at once.
+The fleet reads it synchronously while it starts and writes it from its supervisors, so it keeps an
+in-memory mirror of one Redis hash (`toolbridge:catalogs`, a field per server): `run()` fills the
+mirror before it reports started, and writes go out from its task without blocking the caller (the
+latest catalog per server wins). An entry holds the key of the config it was listed under (command
+or URL, environment, headers, filters: `key(config)`), so an edited server's old catalog never
+applies. Redis being down is a miss and a logged warning, never an error.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
 import anyio
 from mcp import types
@@ -22,20 +23,14 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from proxy.config import UpstreamConfig
+from proxy.shared._results import StoredResult, new_result_id
 
-__all__ = ["CatalogCache", "RedisCatalogCache"]
+__all__ = ["RedisCatalogCache", "RedisResultStore"]
 
 HASH = "toolbridge:catalogs"
+RESULT_PREFIX = "toolbridge:result:"
 FORMAT = 1
 logger = logging.getLogger(__name__)
-
-
-class CatalogCache(Protocol):
-    """What the fleet asks of a catalog cache: the tools listed under exactly this config, or None."""
-
-    def load(self, config: UpstreamConfig) -> list[types.Tool] | None: ...
-
-    def store(self, config: UpstreamConfig, tools: Sequence[types.Tool]) -> None: ...
 
 
 class RedisCatalogCache:
@@ -86,3 +81,28 @@ class RedisCatalogCache:
             except RedisError as exc:
                 logger.warning("could not write the shared catalog cache for %s (%s)", ", ".join(sorted(batch)),
                                type(exc).__name__)
+
+
+class RedisResultStore:
+    """Every replica's: one Redis hash per result (`text`, `mime_type`), expiring after `ttl` seconds."""
+
+    def __init__(self, redis: Redis, *, ttl: float) -> None:
+        self.redis = redis
+        self.ttl = ttl
+
+    async def put(self, result: StoredResult) -> str:
+        result_id = new_result_id()
+        key = RESULT_PREFIX + result_id
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(key, mapping={"text": result.text, "mime_type": result.mime_type})
+            pipe.pexpire(key, int(self.ttl * 1000))
+            await pipe.execute()
+        return result_id
+
+    async def get(self, result_id: str) -> StoredResult | None:
+        if not result_id.isalnum():
+            return None
+        fields = await self.redis.hgetall(RESULT_PREFIX + result_id)
+        if not fields:
+            return None
+        return StoredResult(text=fields[b"text"].decode(), mime_type=fields[b"mime_type"].decode())
