@@ -46,6 +46,7 @@ _RE2_MAX_MEMORY = 8 << 20
 _SMALL_SCHEMA = (256, 8192)  # nodes, characters of strings
 _SMALL_ARGUMENTS = (64, 8192)
 _EXPENSIVE_KEYWORDS = frozenset({"$ref", "$dynamicRef", "$recursiveRef", "unevaluatedProperties", "unevaluatedItems"})
+_SCALARS = frozenset({int, float, bool, type(None)})
 
 
 def _refuse(uri: str) -> Any:
@@ -126,23 +127,29 @@ def _uses_python_regex(schema: Any) -> bool:
 
 
 def _small(value: Any, limits: tuple[int, int], *, schema: bool = False) -> bool:
-    """Whether `value` is within (nodes, string characters); a schema also has no expensive keyword."""
+    """Whether JSON `value` is within (nodes, string characters); a schema also has no expensive keyword."""
     nodes, chars = limits
     todo = [value]
-    while todo:
-        node = todo.pop()
-        nodes -= 1
-        if isinstance(node, str):
-            chars -= len(node)
-        elif isinstance(node, Mapping):
-            if schema and not _EXPENSIVE_KEYWORDS.isdisjoint(node):
+    try:
+        while todo:
+            node = todo.pop()
+            nodes -= 1
+            kind = type(node)
+            if kind is str:
+                chars -= len(node)
+            elif kind is dict:
+                if schema and not _EXPENSIVE_KEYWORDS.isdisjoint(node):
+                    return False
+                chars -= sum(map(len, node))
+                todo.extend(node.values())
+            elif kind is list:
+                todo.extend(node)
+            elif kind not in _SCALARS:
                 return False
-            chars -= sum(len(key) for key in node if isinstance(key, str))
-            todo.extend(node.values())
-        elif isinstance(node, list):
-            todo.extend(node)
-        if nodes < 0 or chars < 0:
-            return False
+            if nodes < 0 or chars < 0:
+                return False
+    except TypeError:  # a key that is not a string: not JSON, let the thread path judge it
+        return False
     return True
 
 
@@ -153,10 +160,11 @@ def _safe_validator(base: Any) -> Any:
 
 
 def _first_error(arguments: dict[str, Any], schema: Mapping[str, Any]) -> schema_errors.ValidationError | None:
-    """The most relevant validation error, or None when valid or when the schema cannot be used."""
+    """The most relevant validation error, or None when valid or when the schema cannot be used.
+
+    The caller has ruled out `_uses_python_regex` (a small schema has no `unevaluatedProperties`).
+    """
     try:
-        if _uses_python_regex(schema):
-            return None
         safe = _safe_validator(validators.validator_for(schema))
         return schema_errors.best_match(safe(schema, registry=_NO_REMOTE).iter_errors(arguments))
     except Exception as exc:  # invalid schema, unresolvable $ref, recursion: the upstream decides
@@ -212,7 +220,7 @@ def _validate_in_thread(ticket: _Ticket, arguments: dict[str, Any], schema: Mapp
     if not ticket.start():
         return None
     try:
-        return _first_error(arguments, schema)
+        return None if _uses_python_regex(schema) else _first_error(arguments, schema)
     finally:
         _running.leave()
 

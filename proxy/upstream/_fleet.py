@@ -332,10 +332,12 @@ class Fleet:
 
     async def _until_started(self, up: _Upstream) -> None:
         """Start a lazy or stopped server, and wait (within its connect_timeout) while it connects."""
+        if up.state not in _WAKING:
+            return
         if up.state in _STARTABLE:
             up.wake.set()
         with anyio.move_on_after(up.config.connect_timeout):
-            while up.state in (*_STARTABLE, UpstreamState.STARTING):
+            while up.state in _WAKING:
                 await up.state_changed.wait()
 
     async def request(
@@ -608,6 +610,7 @@ class Fleet:
 
 
 _STARTABLE = (UpstreamState.LAZY, UpstreamState.STOPPED)
+_WAKING = (*_STARTABLE, UpstreamState.STARTING)  # what a call waits through before it can be sent
 
 
 def _offered(up: _Upstream) -> bool:
