@@ -126,16 +126,18 @@ class Views:
         """The lexical index over every registered tool (indexing first what is still waiting)."""
         while self._unindexed:
             self._index_next()
-        assert self._index is not None
-        return self._index
+        return self._lexical()
 
-    def _index_next(self) -> None:
+    def _lexical(self) -> SearchIndex:
         if self._index is None:
             from proxy.search import SearchIndex
 
             self._index = SearchIndex()
+        return self._index
+
+    def _index_next(self) -> None:
         server = next(iter(self._unindexed))
-        self._index.set_server(server, _docs(self._unindexed.pop(server)))
+        self._lexical().set_server(server, _docs(self._unindexed.pop(server)))
 
     async def index_when_idle(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Index changed servers one at a time whenever every other task is waiting, for as long as it runs."""
