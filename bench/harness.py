@@ -27,6 +27,8 @@ __all__ = [
     "FASTMCP_PYTHON",
     "REPO",
     "Latency",
+    "child_pids",
+    "cpu_seconds",
     "free_port",
     "machine_summary",
     "started_server",
@@ -84,6 +86,24 @@ class Latency:
     @property
     def rate(self) -> float:
         return len(self.samples) / self.wall_s
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time a process (all its threads, not its children) has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def child_pids(pid: int | None = None) -> set[int]:
+    """The running processes whose parent is `pid` (default: this process)."""
+    parent = str(os.getpid() if pid is None else pid)
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            text = stat.read_text()
+            if text[text.rindex(")") + 2:].split()[1] == parent:
+                found.add(int(stat.parent.name))
+    return found
 
 
 def free_port() -> int:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import re
 import statistics
 import sys
@@ -39,7 +38,17 @@ from mcp import Client, StdioServerParameters, stdio_client, types
 from mcp.client.streamable_http import streamable_http_client
 
 from bench.fleets import CATALOGS, Fleet, synthetic_fleet, write_fleet, write_toolbridge_config
-from bench.harness import REPO, Latency, free_port, machine_summary, started_server, toolbridge_command, wait_http
+from bench.harness import (
+    REPO,
+    Latency,
+    child_pids,
+    cpu_seconds,
+    free_port,
+    machine_summary,
+    started_server,
+    toolbridge_command,
+    wait_http,
+)
 
 QUERIES = [entry["query"] for entry in json.loads((CATALOGS / "queries-dev.json").read_text())]
 
@@ -61,12 +70,6 @@ class Run:
     children: int  # upstream processes running when the first tools/list was answered
 
 
-def _cpu_s(pid: int) -> float:
-    """User plus system CPU time the process (all its threads) has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _memory(pid: int) -> tuple[float, float]:
     """VmRSS and VmHWM of one process, in MiB."""
     fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
@@ -77,25 +80,12 @@ async def _timed(runs: int, action: Callable[[int], Awaitable[object]], pid: int
     """Latencies of `runs` sequential calls, and the CPU ms toolbridge spent per call meanwhile."""
     await action(0)
     samples = []
-    started, cpu = time.perf_counter(), _cpu_s(pid)
+    started, cpu = time.perf_counter(), cpu_seconds(pid)
     for index in range(runs):
         begin = time.perf_counter()
         await action(index)
         samples.append((time.perf_counter() - begin) * 1000)
-    return Latency(samples, time.perf_counter() - started), (_cpu_s(pid) - cpu) * 1000 / runs
-
-
-def _children(pid: int) -> int:
-    """How many processes `pid` has started that are still running (its stdio upstreams)."""
-    return sum(1 for stat in Path("/proc").glob("[0-9]*/stat")
-               if (text := _read(stat)) and text[text.rindex(")") + 2:].split()[1] == str(pid))
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError:
-        return ""
+    return Latency(samples, time.perf_counter() - started), (cpu_seconds(pid) - cpu) * 1000 / runs
 
 
 async def _run(fleet: Fleet, temp: Path, sdk: bool, runs: int) -> Run:
@@ -110,8 +100,8 @@ async def _run(fleet: Fleet, temp: Path, sdk: bool, runs: int) -> Run:
         async with (httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=900)) as http,
                     Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)) as client):
             first = await client.list_tools()  # waits for the whole fleet (startup_wait)
-            listed_s, listed_cpu_s = time.perf_counter() - started, _cpu_s(process.pid)
-            children = _children(process.pid)
+            listed_s, listed_cpu_s = time.perf_counter() - started, cpu_seconds(process.pid)
+            children = len(child_pids(process.pid))
             list_ms = search_ms = None
             list_cpu = search_cpu = float("nan")
             if runs:
@@ -182,7 +172,7 @@ async def _warm_start(config: Path, temp: Path, transport: str, kind: str) -> St
         listed = await client.list_tools()
         answered = time.time()
         stamp = json.loads(stamp_path.read_text())
-        cpu, children, (rss, _) = _cpu_s(stamp["pid"]), _children(stamp["pid"]), _memory(stamp["pid"])
+        cpu, children, (rss, _) = cpu_seconds(stamp["pid"]), len(child_pids(stamp["pid"])), _memory(stamp["pid"])
     (up, up_cpu), (sdk, sdk_cpu), (imported, imported_cpu) = stamp["up"], stamp["sdk"], stamp["imported"]
     return Start(transport, kind, answered - spawned, up - spawned, up_cpu, sdk - up, sdk_cpu - up_cpu,
                  imported - sdk, imported_cpu - sdk_cpu, answered - imported, cpu - imported_cpu,
