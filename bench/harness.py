@@ -27,6 +27,8 @@ __all__ = [
     "FASTMCP_PYTHON",
     "REPO",
     "Latency",
+    "child_pids",
+    "cpu_seconds",
     "free_port",
     "machine_summary",
     "started_server",
@@ -56,10 +58,13 @@ def machine_summary() -> str:
             f"Python {platform.python_version()}, {platform.system()} {platform.release()}")
 
 
-def toolbridge_command(config_dir: Path, *extra: str) -> list[str]:
-    """`toolbridge serve` from this checkout (not the console script, which may point elsewhere)."""
-    return [sys.executable, "-m", "proxy", "serve", "--config-dir", str(config_dir),
-            "--log-level", "warning", *extra]
+def toolbridge_command(config_dir: Path, *extra: str, stamp: Path | None = None) -> list[str]:
+    """`toolbridge serve` from this checkout (not the console script, which may point elsewhere).
+
+    `stamp`: started through `bench/stamped.py`, which notes there when its imports were done.
+    """
+    launcher = ["-m", "bench.stamped", str(stamp)] if stamp is not None else ["-m", "proxy"]
+    return [sys.executable, *launcher, "serve", "--config-dir", str(config_dir), "--log-level", "warning", *extra]
 
 
 @dataclass(frozen=True)
@@ -83,14 +88,32 @@ class Latency:
         return len(self.samples) / self.wall_s
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time a process (all its threads, not its children) has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def child_pids(pid: int | None = None) -> set[int]:
+    """The running processes whose parent is `pid` (default: this process)."""
+    parent = str(os.getpid() if pid is None else pid)
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            text = stat.read_text()
+            if text[text.rindex(")") + 2:].split()[1] == parent:
+                found.add(int(stat.parent.name))
+    return found
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
-async def wait_http(url: str, timeout: float = 60.0) -> None:
-    """Wait until something answers HTTP at `url` (any status).
+async def wait_http(url: str, timeout: float = 60.0, interval: float = 0.05) -> None:
+    """Wait until something answers HTTP at `url` (any status), trying every `interval` seconds.
 
     Raises:
         TimeoutError: nothing answered within `timeout` seconds.
@@ -102,7 +125,7 @@ async def wait_http(url: str, timeout: float = 60.0) -> None:
                     await http.get(url)
                     return
                 except httpx2.TransportError:
-                    await anyio.sleep(0.05)
+                    await anyio.sleep(interval)
 
 
 @contextlib.contextmanager

@@ -7,7 +7,9 @@ proxies aggregate; every call goes to `echo`. Each transport is used end to end:
 client spawns the server and every proxy spawns its upstreams; over HTTP every upstream and
 proxy is its own Streamable HTTP server on 127.0.0.1. With C callers, C tasks share one stdio
 connection (a stdio server has one client), or each has its own HTTP session. Every client is an
-SDK v2 `Client` in this venv; FastMCP runs in `.bench-venv/fastmcp` (`bench/setup.sh`).
+SDK v2 `Client` in this venv; FastMCP runs in `.bench-venv/fastmcp` (`bench/setup.sh`). Beside the
+latency, each cell reports the CPU time per call of the server process the client talks to (its own
+upstreams not included), which a loaded machine disturbs far less than wall-clock latency.
 All servers stay up for the whole run; after a 0.3 s warm-up per route, each cell (route x callers)
 calls for `--seconds` in `--rounds` slices, the cells taking turns in a shuffled order (all 1-caller
 cells, then all 32-caller ones), so load from elsewhere on the machine falls on every cell alike.
@@ -38,6 +40,8 @@ from bench.harness import (
     FASTMCP_PYTHON,
     REPO,
     Latency,
+    child_pids,
+    cpu_seconds,
     free_port,
     machine_summary,
     started_server,
@@ -81,6 +85,7 @@ class Target:
     open_client: Callable[[], contextlib.AbstractAsyncContextManager[Client]]
     shared_session: bool
     routes: tuple[Route, ...]
+    pid: int | None = None  # the server process, when started here (else the stdio client spawns it)
 
 
 # --- fleets and servers --------------------------------------------------------------------------
@@ -116,21 +121,21 @@ def _stdio_target(command: list[str], routes: tuple[Route, ...]) -> Target:
     return Target(lambda: Client(stdio_client(params)), True, routes)
 
 
-def _http_target(url: str, routes: tuple[Route, ...]) -> Target:
+def _http_target(url: str, routes: tuple[Route, ...], pid: int) -> Target:
     @contextlib.asynccontextmanager
     async def open_client() -> AsyncIterator[Client]:
         async with (httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=300)) as http,
                     Client(streamable_http_client(url, http_client=http)) as client):
             yield client
 
-    return Target(open_client, False, routes)
+    return Target(open_client, False, routes, pid)
 
 
 @contextlib.asynccontextmanager
-async def _http_server(command: list[str], log: Path, probe: str) -> AsyncIterator[None]:
-    with started_server(command, log):
+async def _http_server(command: list[str], log: Path, probe: str) -> AsyncIterator[int]:
+    with started_server(command, log) as process:
         await wait_http(probe)
-        yield
+        yield process.pid
 
 
 # --- measuring -----------------------------------------------------------------------------------
@@ -144,8 +149,14 @@ class Cell:
     route: Route
     callers: int
     clients: list[Client]
+    pid: int
     samples: list[float] = field(default_factory=list)
     wall_s: float = 0.0
+    cpu_s: float = 0.0  # of the server process, while this cell's calls ran
+
+    @property
+    def cpu_ms_per_call(self) -> float:
+        return self.cpu_s * 1000 / len(self.samples)
 
     async def run_slice(self, seconds: float) -> None:
         """`callers` concurrent loops until `seconds` have passed, each calling at least once."""
@@ -160,11 +171,12 @@ class Cell:
                 if time.perf_counter() >= deadline:
                     return
 
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), cpu_seconds(self.pid)
         async with anyio.create_task_group() as tg:
             for index in range(self.callers):
                 tg.start_soon(loop, self.clients[index % len(self.clients)], started + seconds)
         self.wall_s += time.perf_counter() - started
+        self.cpu_s += cpu_seconds(self.pid) - cpu
 
 
 async def _open_cells(stack: contextlib.AsyncExitStack, targets: list[Target], callers: list[int],
@@ -173,7 +185,11 @@ async def _open_cells(stack: contextlib.AsyncExitStack, targets: list[Target], c
     cells, skipped = [], []
     for target in targets:
         sessions = 1 if target.shared_session else max(callers)
+        before = child_pids()
         clients = [await stack.enter_async_context(target.open_client()) for _ in range(sessions)]
+        spawned = child_pids() - before  # the stdio server the client started
+        pid = target.pid if target.pid is not None else spawned.pop() if len(spawned) == 1 else -1
+        assert pid > 0, f"cannot tell the server process among {spawned}"
         for client in clients:
             await client.list_tools()  # else the first call lists implicitly, inside the timing
         for route in target.routes:
@@ -184,7 +200,7 @@ async def _open_cells(stack: contextlib.AsyncExitStack, targets: list[Target], c
                 if route.one_caller_only and count > 1 and not all_cells:
                     skipped.append((route, count, "skipped: reconnects every upstream per request (--all-cells)"))
                 else:
-                    cells.append(Cell(route, count, clients[:count]))
+                    cells.append(Cell(route, count, clients[:count], pid))
     return cells, skipped
 
 
@@ -206,46 +222,48 @@ async def _targets(transport: str, temp: Path, stack: contextlib.AsyncExitStack)
         return targets
     ports = {name: free_port() for name in SERVERS}
     urls = {name: f"http://127.0.0.1:{port}/mcp" for name, port in ports.items()}
+    pids = {}
     for name, port in ports.items():
-        await stack.enter_async_context(_http_server([*UPSTREAM, "--name", name, "--http", str(port)], log,
-                                                     f"http://127.0.0.1:{port}/"))
+        pids[name] = await stack.enter_async_context(_http_server(
+            [*UPSTREAM, "--name", name, "--http", str(port)], log, f"http://127.0.0.1:{port}/"))
     _toolbridge_config(toolbridge_dir, urls)
     _fastmcp_config(fastmcp_json, urls)
     relay_port = free_port()
-    await stack.enter_async_context(_http_server(
+    relay = await stack.enter_async_context(_http_server(
         [*RELAY_COMMAND, "--http", str(relay_port), "--url", urls["echo"]], log, f"http://127.0.0.1:{relay_port}/"))
     port = free_port()
-    await stack.enter_async_context(_http_server(
+    toolbridge = await stack.enter_async_context(_http_server(
         toolbridge_command(toolbridge_dir, "--transport", "http", "--port", str(port)), log,
         f"http://127.0.0.1:{port}/healthz"))
-    targets = [_http_target(urls["echo"], (DIRECT,)),
-               _http_target(f"http://127.0.0.1:{relay_port}/mcp", (RELAY,)),
-               _http_target(f"http://127.0.0.1:{port}/mcp", (CORE, BRIDGE))]
+    targets = [_http_target(urls["echo"], (DIRECT,), pids["echo"]),
+               _http_target(f"http://127.0.0.1:{relay_port}/mcp", (RELAY,), relay),
+               _http_target(f"http://127.0.0.1:{port}/mcp", (CORE, BRIDGE), toolbridge)]
     if FASTMCP_PYTHON.exists():
         for mode, route in (("mount", FASTMCP_MOUNT), ("config", FASTMCP_CONFIG)):
             port = free_port()
-            await stack.enter_async_context(_http_server(
+            fastmcp = await stack.enter_async_context(_http_server(
                 [str(FASTMCP_PYTHON), "bench/fastmcp_proxy.py", str(fastmcp_json), "--mode", mode,
                  "--http", str(port)], log, f"http://127.0.0.1:{port}/"))
-            targets.append(_http_target(f"http://127.0.0.1:{port}/mcp", (route,)))
+            targets.append(_http_target(f"http://127.0.0.1:{port}/mcp", (route,), fastmcp))
     return targets
 
 
-def _print_table(transport: str, rows: list[tuple[Route, int, Latency | str]]) -> None:
+def _print_table(transport: str, rows: list[tuple[Route, int, Cell | str]]) -> None:
     print(f"\n{transport}: {'route':<34} {'callers':>7} {'calls':>6} {'median ms':>10} {'p99 ms':>8} "
-          f"{'calls/s':>8} {'median/direct':>14} {'calls/s / direct':>17}")
+          f"{'calls/s':>8} {'median/direct':>14} {'calls/s / direct':>17} {'server CPU ms/call':>19}")
     direct = {callers: result for route, callers, result in rows if route is DIRECT}
-    for route, callers, result in rows:
-        if isinstance(result, str):
-            print(f"{'':<{len(transport) + 2}}{route.label:<34} {callers:>7} {result}")
+    for route, callers, cell in rows:
+        if isinstance(cell, str):
+            print(f"{'':<{len(transport) + 2}}{route.label:<34} {callers:>7} {cell}")
             continue
-        reference = direct.get(callers)
+        result, reference = Latency(cell.samples, cell.wall_s), direct.get(callers)
         ratio = rate_ratio = ""
-        if isinstance(reference, Latency):
-            ratio = f"{result.median / reference.median:.2f}x"
-            rate_ratio = f"{result.rate / reference.rate:.2f}x"
+        if isinstance(reference, Cell):
+            ratio = f"{result.median / Latency(reference.samples, reference.wall_s).median:.2f}x"
+            rate_ratio = f"{result.rate / Latency(reference.samples, reference.wall_s).rate:.2f}x"
         print(f"{'':<{len(transport) + 2}}{route.label:<34} {callers:>7} {len(result.samples):>6} "
-              f"{result.median:>10.2f} {result.p99:>8.2f} {result.rate:>8.0f} {ratio:>14} {rate_ratio:>17}")
+              f"{result.median:>10.2f} {result.p99:>8.2f} {result.rate:>8.0f} {ratio:>14} {rate_ratio:>17} "
+              f"{cell.cpu_ms_per_call:>19.3f}")
 
 
 async def main(transports: list[str], callers: list[int], seconds: float, rounds: int, all_cells: bool) -> None:
@@ -266,11 +284,11 @@ async def main(transports: list[str], callers: list[int], seconds: float, rounds
                             for cell in shuffle.sample(group, len(group)):
                                 await cell.run_slice(seconds / rounds)
                     print(f"  {transport}: round {round_ + 1}/{rounds} done", file=sys.stderr)
-        rows: list[tuple[Route, int, Latency | str]] = [
-            (cell.route, cell.callers, Latency(cell.samples, cell.wall_s)) for cell in cells]
+        rows: list[tuple[Route, int, Cell | str]] = [(cell.route, cell.callers, cell) for cell in cells]
         _print_table(transport, rows + skipped)
     print(f"\neach cell: {seconds:g} s of calls in {rounds} slices, cells interleaved in shuffled order; "
-          "ratios: median latency and calls/s of each route over the direct call, same transport and callers")
+          "ratios: median latency and calls/s of each route over the direct call, same transport and callers; "
+          "server CPU: of the process the client talks to (the upstream for the direct call), not its children")
 
 
 if __name__ == "__main__":

@@ -10,31 +10,45 @@ registered; warm `tools/list` and `tool_search` latency (the dev queries of
 transport and client); and the toolbridge process's VmRSS and peak (VmHWM), upstreams not
 included. Then the same cold start with a hundred upstreams of 10 tools each, served by that tiny
 server and by a real SDK server (`bench/upstream.py`, whose import alone costs about half a second
-of CPU per process).
-Run: `.venv/bin/python -m bench.scale [--sizes 1000,10000,50000] [--upstreams 100] [--runs 100]`.
+of CPU per process), and `--warm-runs` warm starts on each one's cached catalogs with every upstream
+lazy, over stdio (the client spawns toolbridge and sends `initialize` at once) and over HTTP: each
+from spawn to the first `tools/list` answer, split by `bench/stamped.py` into the interpreter's
+start, importing the SDK, importing toolbridge, and the rest (wall and toolbridge's CPU).
+Run: `.venv/bin/python -m bench.scale [--sizes 1000,10000,50000] [--upstreams 100] [--runs 100] [--warm-runs 5]`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import os
 import re
+import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import anyio
 import httpx2
 import yaml
-from mcp import Client
+from mcp import Client, StdioServerParameters, stdio_client, types
 from mcp.client.streamable_http import streamable_http_client
 
 from bench.fleets import CATALOGS, Fleet, synthetic_fleet, write_fleet, write_toolbridge_config
-from bench.harness import Latency, free_port, machine_summary, started_server, toolbridge_command, wait_http
+from bench.harness import (
+    REPO,
+    Latency,
+    child_pids,
+    cpu_seconds,
+    free_port,
+    machine_summary,
+    started_server,
+    toolbridge_command,
+    wait_http,
+)
 
 QUERIES = [entry["query"] for entry in json.loads((CATALOGS / "queries-dev.json").read_text())]
 
@@ -56,12 +70,6 @@ class Run:
     children: int  # upstream processes running when the first tools/list was answered
 
 
-def _cpu_s(pid: int) -> float:
-    """User plus system CPU time the process (all its threads) has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _memory(pid: int) -> tuple[float, float]:
     """VmRSS and VmHWM of one process, in MiB."""
     fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
@@ -72,35 +80,17 @@ async def _timed(runs: int, action: Callable[[int], Awaitable[object]], pid: int
     """Latencies of `runs` sequential calls, and the CPU ms toolbridge spent per call meanwhile."""
     await action(0)
     samples = []
-    started, cpu = time.perf_counter(), _cpu_s(pid)
+    started, cpu = time.perf_counter(), cpu_seconds(pid)
     for index in range(runs):
         begin = time.perf_counter()
         await action(index)
         samples.append((time.perf_counter() - begin) * 1000)
-    return Latency(samples, time.perf_counter() - started), (_cpu_s(pid) - cpu) * 1000 / runs
+    return Latency(samples, time.perf_counter() - started), (cpu_seconds(pid) - cpu) * 1000 / runs
 
 
-def _children(pid: int) -> int:
-    """How many processes `pid` has started that are still running (its stdio upstreams)."""
-    return sum(1 for stat in Path("/proc").glob("[0-9]*/stat")
-               if (text := _read(stat)) and text[text.rindex(")") + 2:].split()[1] == str(pid))
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError:
-        return ""
-
-
-async def _run(fleet: Fleet, temp: Path, sdk: bool, runs: int, warm: bool = False) -> Run:
-    """One start of toolbridge; `warm`: again on the same config dir (catalogs cached), every upstream lazy."""
-    config = temp / "toolbridge"
-    if warm:
-        toolsets = yaml.safe_load((config / "toolsets.yaml").read_text())
-        (config / "toolsets.yaml").write_text(yaml.safe_dump({**toolsets, "lazy": True}))
-    else:
-        write_toolbridge_config(config, write_fleet(fleet, temp / "tools", sdk=sdk))
+async def _run(fleet: Fleet, temp: Path, sdk: bool, runs: int) -> Run:
+    """One cold start of toolbridge over HTTP: every upstream is started and listed (which caches its catalog)."""
+    config = write_toolbridge_config(temp / "toolbridge", write_fleet(fleet, temp / "tools", sdk=sdk))
     port = free_port()
     command = toolbridge_command(config, "--transport", "http", "--port", str(port), "--context-tokens", "200000")
     started = time.perf_counter()
@@ -110,10 +100,8 @@ async def _run(fleet: Fleet, temp: Path, sdk: bool, runs: int, warm: bool = Fals
         async with (httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=900)) as http,
                     Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)) as client):
             first = await client.list_tools()  # waits for the whole fleet (startup_wait)
-            listed_s, listed_cpu_s = time.perf_counter() - started, _cpu_s(process.pid)
-            children = _children(process.pid)
-            search = next((tool for tool in first.tools if tool.name == "tool_search"), None)
-            found = re.search(r"Search (\d+) deferred", search.description or "") if search else None
+            listed_s, listed_cpu_s = time.perf_counter() - started, cpu_seconds(process.pid)
+            children = len(child_pids(process.pid))
             list_ms = search_ms = None
             list_cpu = search_cpu = float("nan")
             if runs:
@@ -121,8 +109,111 @@ async def _run(fleet: Fleet, temp: Path, sdk: bool, runs: int, warm: bool = Fals
                 search_ms, search_cpu = await _timed(runs, lambda i: client.call_tool(
                     "tool_search", {"queries": [QUERIES[i % len(QUERIES)]]}), process.pid)
             rss, peak = _memory(process.pid)
-    return Run(fleet, ("SDK" if sdk else "tiny") + (" warm" if warm else ""), healthz_s, listed_s, listed_cpu_s,
-               int(found.group(1)) if found else 0, list_ms, list_cpu, search_ms, search_cpu, rss, peak, children)
+    return Run(fleet, "SDK" if sdk else "tiny", healthz_s, listed_s, listed_cpu_s, _deferred(first), list_ms,
+               list_cpu, search_ms, search_cpu, rss, peak, children)
+
+
+def _deferred(listed: types.ListToolsResult) -> int:
+    """How many tools the `tool_search` description says it searches."""
+    search = next((tool for tool in listed.tools if tool.name == "tool_search"), None)
+    found = re.search(r"Search (\d+) deferred", search.description or "") if search else None
+    return int(found.group(1)) if found else 0
+
+
+# --- warm starts: a cached, lazy fleet -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Start:
+    """One warm start, phase by phase: wall seconds from spawn, and toolbridge's CPU seconds per phase."""
+
+    transport: str
+    kind: str
+    listed_s: float  # spawn -> first tools/list answered
+    interpreter_s: float  # spawn -> the interpreter runs bench/stamped.py's first line
+    interpreter_cpu_s: float
+    sdk_s: float  # importing `mcp`
+    sdk_cpu_s: float
+    own_s: float  # importing toolbridge past `mcp`
+    own_cpu_s: float
+    after_s: float  # imports done -> first tools/list answered (config, cache, fleet, transport, the requests)
+    after_cpu_s: float
+    deferred: int
+    children: int
+    rss_mb: float
+
+
+@contextlib.asynccontextmanager
+async def _warm_client(transport: str, command: list[str], log: Path) -> AsyncIterator[Client]:
+    """A client of toolbridge spawned now: over stdio its first request goes out at once; over HTTP it is
+    sent as soon as `/healthz` answers (polled every 10 ms)."""
+    if transport == "stdio":
+        params = StdioServerParameters(command=command[0], args=command[1:], cwd=str(REPO))
+        with open(log, "ab") as errlog:
+            async with Client(stdio_client(params, errlog=errlog), read_timeout_seconds=120) as client:
+                yield client
+        return
+    port = command[command.index("--port") + 1]
+    with started_server(command, log):
+        await wait_http(f"http://127.0.0.1:{port}/healthz", timeout=120, interval=0.01)
+        async with (httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=120)) as http,
+                    Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)) as client):
+            yield client
+
+
+async def _warm_start(config: Path, temp: Path, transport: str, kind: str) -> Start:
+    """Spawn toolbridge on a config dir whose catalogs are cached and whose upstreams are lazy; list once."""
+    stamp_path = temp / "stamp.json"
+    stamp_path.unlink(missing_ok=True)
+    extra = ("--transport", "http", "--port", str(free_port())) if transport == "http" else ()
+    command = toolbridge_command(config, *extra, "--context-tokens", "200000", stamp=stamp_path)
+    spawned = time.time()
+    async with _warm_client(transport, command, temp / "toolbridge.log") as client:
+        listed = await client.list_tools()
+        answered = time.time()
+        stamp = json.loads(stamp_path.read_text())
+        cpu, children, (rss, _) = cpu_seconds(stamp["pid"]), len(child_pids(stamp["pid"])), _memory(stamp["pid"])
+    (up, up_cpu), (sdk, sdk_cpu), (imported, imported_cpu) = stamp["up"], stamp["sdk"], stamp["imported"]
+    return Start(transport, kind, answered - spawned, up - spawned, up_cpu, sdk - up, sdk_cpu - up_cpu,
+                 imported - sdk, imported_cpu - sdk_cpu, answered - imported, cpu - imported_cpu,
+                 _deferred(listed), children, rss)
+
+
+async def _warm_starts(config: Path, temp: Path, kind: str, count: int) -> list[Start]:
+    """`count` warm starts over each transport, taking turns, after making every upstream lazy."""
+    toolsets = yaml.safe_load((config / "toolsets.yaml").read_text())
+    (config / "toolsets.yaml").write_text(yaml.safe_dump({**toolsets, "lazy": True}))
+    return [await _warm_start(config, temp, transport, kind) for _ in range(count) for transport in ("stdio", "http")]
+
+
+def _median(starts: list[Start], field: str) -> float:
+    return statistics.median(getattr(start, field) for start in starts)
+
+
+def _warm_report(starts: list[Start], tools: int) -> None:
+    """Medians per transport and kind; the phases add up to `listed` (the client's own share aside)."""
+    print("\nwarm cache, lazy (median of the starts per row): seconds from spawn to the first tools/list answer, "
+          "then each phase as wall / toolbridge's CPU seconds")
+    print(f"{'transport':>9} {'kind':>4} {'listed s':>8} | {'interpreter':>11} | {'import mcp':>11} | "
+          f"{'import toolbridge':>17} | {'after imports':>13} | {'of which CPU':>12} | {'RSS MiB':>7} {'children':>8}")
+    for transport in ("stdio", "http"):
+        for kind in ("tiny", "SDK"):
+            rows = [start for start in starts if start.transport == transport and start.kind == kind]
+            if not rows:
+                continue
+            flags = {f"  ! {r.deferred} of {tools} listed" for r in rows if r.deferred != tools}
+            print(f"{transport:>9} {kind:>4} {_median(rows, 'listed_s'):>8.2f} | "
+                  f"{_median(rows, 'interpreter_s'):>5.2f}/{_median(rows, 'interpreter_cpu_s'):<5.2f} | "
+                  f"{_median(rows, 'sdk_s'):>5.2f}/{_median(rows, 'sdk_cpu_s'):<5.2f} | "
+                  f"{_median(rows, 'own_s'):>11.2f}/{_median(rows, 'own_cpu_s'):<5.2f} | "
+                  f"{_median(rows, 'after_s'):>13.2f} | {_median(rows, 'after_cpu_s'):>12.2f} | "
+                  f"{_median(rows, 'rss_mb'):>7.0f} {max(r.children for r in rows):>8}{''.join(sorted(flags))}")
+    floor = _median(starts, "interpreter_s") + _median(starts, "sdk_s")
+    print(f"the SDK's floor (interpreter + import mcp, every start): {floor:.2f} s; toolbridge's share after it: "
+          f"imports {_median(starts, 'own_s'):.2f} s wall / {_median(starts, 'own_cpu_s'):.2f} s CPU, "
+          f"start to first answer {_median(starts, 'after_s'):.2f} s wall / "
+          f"{_median(starts, 'after_cpu_s'):.2f} s CPU; children running at the first answer: "
+          f"{max(start.children for start in starts)}")
 
 
 def _latency(latency: Latency | None, cpu_ms: float) -> str:
@@ -155,38 +246,37 @@ def _report(runs: list[Run]) -> None:
 
 
 def _verdicts(runs: list[Run]) -> None:
-    """The issue's targets: RSS per tool above an empty toolbridge, and a warm lazy fleet listed in 1 s."""
+    """The issue's target for memory: RSS per tool above an empty toolbridge."""
     empty = next((run for run in runs if not run.fleet.tool_count), None)
     for run in runs:
         if empty is not None and run.fleet.tool_count and run.search_ms is not None:
             above = run.rss_mb - empty.rss_mb
             print(f"{run.fleet.tool_count:>6} tools: RSS {above:.0f} MiB above the empty baseline "
                   f"({empty.rss_mb:.0f} MiB) = {above * 1024 / run.fleet.tool_count:.2f} KiB per tool")
-        if run.upstream.endswith("warm"):
-            print(f"{run.fleet.label} warm+lazy: listed {run.deferred} tools {run.listed_s:.2f} s after spawn "
-                  f"with {run.children} children running")
 
 
-async def main(sizes: list[int], per_server: int, upstreams: int, runs: int) -> None:
+async def main(sizes: list[int], per_server: int, upstreams: int, runs: int, warm_runs: int) -> None:
     print(__doc__.splitlines()[0])
     print(machine_summary())
     plans = [(synthetic_fleet(size, per_server), False, runs) for size in sizes]
     if upstreams:
         many = replace(synthetic_fleet(upstreams * 10, per_server=10), label=f"{upstreams} upstreams")
         plans += [(many, False, 0), (many, True, 0)]
-    results = []
+    results, starts = [], []
     for fleet, sdk, count in plans:
+        kind = "SDK" if sdk else "tiny"
         with tempfile.TemporaryDirectory() as temp:
             results.append(await _run(fleet, Path(temp), sdk, count))
-            if fleet.label.endswith("upstreams"):  # again, from the catalogs the cold start cached
-                results.append(await _run(fleet, Path(temp), sdk, count, warm=True))
-        kind = "SDK" if sdk else "tiny"
+            if fleet.label.endswith("upstreams") and warm_runs:  # again, from the catalogs the cold start cached
+                starts += await _warm_starts(Path(temp) / "toolbridge", Path(temp), kind, warm_runs)
         print(f"  measured {fleet.label} ({len(fleet.servers)} upstreams, {kind})", file=sys.stderr)
     _report(results)
     print("\nlisted s: spawn of toolbridge -> its first tools/list answered with the whole fleet registered (cold), "
           "cpu s: the CPU toolbridge used by then; "
           f"p50/p99: ms per call from the client over {runs} warm runs; cpu: ms of CPU the toolbridge process spent "
           "per call meanwhile; kind: tiny = bench/catalog_upstream.py, SDK = bench/upstream.py")
+    if starts:
+        _warm_report(starts, upstreams * 10)
 
 
 if __name__ == "__main__":
@@ -196,6 +286,8 @@ if __name__ == "__main__":
     parser.add_argument("--per-server", type=int, default=500, help="tools per upstream in the sized fleets")
     parser.add_argument("--upstreams", type=int, default=100, help="upstreams in the cold-start fleet (0: skip)")
     parser.add_argument("--runs", type=int, default=100, help="warm tools/list and tool_search calls per size")
+    parser.add_argument("--warm-runs", type=int, default=5,
+                        help="warm, lazy starts of the upstream fleet per transport and kind (0: skip)")
     options = parser.parse_args()
     anyio.run(main, [int(s) for s in options.sizes.split(",") if s], options.per_server, options.upstreams,
-              options.runs)
+              options.runs, options.warm_runs)

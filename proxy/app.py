@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.from_thread
@@ -39,10 +39,12 @@ from proxy.downstream import (
 from proxy.errors import remember_secrets
 from proxy.ops import AuditLog, Metrics, reload_on_sighup, status_report, watch_config
 from proxy.registry import Registry
-from proxy.search import SemanticIndex
 from proxy.shared import SharedState, open_shared_state
 from proxy.upstream import CatalogCache, Fleet, NoticeSink, config_key
 from proxy.views import Views
+
+if TYPE_CHECKING:
+    from proxy.search import SemanticIndex
 
 logger = logging.getLogger(__name__)
 
@@ -148,6 +150,7 @@ async def run_gateway(
         views = Views(registry, config.toolsets, fleet.availability, default_context_tokens=context_tokens,
                       cache_dir=embedding_cache_dir(config), catalogs=catalogs)
         await tg.start(fleet.run)
+        await tg.start(views.index_when_idle)
         if views.semantic is not None:
             await tg.start(keep_embeddings, views.semantic, registry)
         try:

@@ -22,8 +22,6 @@ import anyio
 import httpx2
 import yaml
 from mcp import MCPDeprecationWarning
-from rich.console import Console
-from rich.table import Table
 
 from proxy import __version__
 from proxy.app import Gateway, HttpOptions, run_gateway, serve
@@ -125,6 +123,7 @@ def _exit_past_stdin_reader() -> None:
 
 async def _show_progress(gateway: Gateway) -> None:
     """Servers ready / total on stderr while the fleet connects; only on a terminal."""
+    from rich.console import Console
     from rich.progress import Progress
 
     with Progress(console=Console(stderr=True), transient=True) as progress:
@@ -196,6 +195,9 @@ def _print_status(report: dict[str, Any]) -> None:
     upstreams, profiles = status_rows(report)
     tables = [(UPSTREAM_COLUMNS, upstreams), (PROFILE_COLUMNS, profiles)]
     if sys.stdout.isatty():
+        from rich.console import Console  # rich costs `serve` start-up time it never needs
+        from rich.table import Table
+
         console = Console()
         for columns, rows in tables:
             table = Table(*columns)

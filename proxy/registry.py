@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -27,8 +27,10 @@ logger = logging.getLogger(__name__)
 
 # What a tool needs to be passed on: listed once, and in a shape every era accepts. A `Tool` can
 # parse yet fail the stricter wire shape (`"properties": []`); registered, one such tool made every
-# downstream `tools/list` fail. A name listed twice made routing depend on list order.
-_LIST_VERSIONS = sorted(version for method, version in SERVER_RESULTS if method == "tools/list")
+# downstream `tools/list` fail. A name listed twice made routing depend on list order. One version
+# per distinct result model is checked: the handshake-era versions share one.
+_LIST_VERSIONS = sorted({model: version for (method, version), model in sorted(SERVER_RESULTS.items())
+                         if method == "tools/list"}.values())
 
 
 def _wire_valid(tools: list[types.Tool]) -> bool:
@@ -194,21 +196,36 @@ class Registry:
         moves (one earlier in name order arrived or left, or a second server now spells one of its
         qualified names alike) is re-registered too.
         """
+        by_raw = self._set_source(server, tools, prefix)
+        assigned = self._assign()
+        self._follow(assigned, {server})  # a server losing a raw name to this one lets go first
+        change = self._apply(server, by_raw, assigned.get(server, {}))
+        self._follow(assigned, {server})  # and one gaining a name this one let go takes it now
+        return change
+
+    def set_servers_tools(self, catalogs: Mapping[str, tuple[Iterable[types.Tool], bool]]) -> None:
+        """`set_server_tools(server, tools, prefix=prefix)` for each `server: (tools, prefix)`, with one
+        naming pass for all of them: registering a fleet at start (from its cached catalogs) then costs
+        time in proportion to its tools, not to its servers times its tools."""
+        kept = {server: self._set_source(server, tools, prefix) for server, (tools, prefix) in catalogs.items()}
+        assigned = self._assign()
+        self._follow(assigned, set(kept))
+        for server, by_raw in kept.items():
+            self._apply(server, by_raw, assigned.get(server, {}))
+        self._follow(assigned, set())  # one of them refused a name another let go after it takes it now
+
+    def _set_source(self, server: str, tools: Iterable[types.Tool], prefix: bool) -> dict[str, types.Tool]:
         by_raw = _servable_tools(server, tools)
         if by_raw:
             self._sources[server] = (NameSource(frozenset(by_raw), prefix), by_raw)
         else:
             self._sources.pop(server, None)
-        assigned = self._assign()
-        self._follow(assigned, server)  # a server losing a raw name to this one lets go first
-        change = self._apply(server, by_raw, assigned.get(server, {}))
-        self._follow(assigned, server)  # and one gaining a name this one let go takes it now
-        return change
+        return by_raw
 
-    def _follow(self, assigned: dict[str, dict[str, str]], server: str) -> None:
+    def _follow(self, assigned: dict[str, dict[str, str]], skip: Collection[str]) -> None:
         for other, (_source, tools) in list(self._sources.items()):
             current = {e.raw_name: e.name for e in self._by_server.get(other, {}).values()}
-            if other != server and assigned[other] != current:
+            if other not in skip and assigned[other] != current:
                 self._apply(other, tools, assigned[other])
 
     def _assign(self) -> dict[str, dict[str, str]]:

@@ -4,6 +4,12 @@ Joins the registry, the configured toolsets and profiles, availability and the s
 view is computed once per (generation, unavailable servers, profile, context size) and cached,
 so repeated `tools/list` calls and bridge calls cost a dictionary lookup. The optional semantic
 index is only told what changed here; its embeddings are computed by the app's background task.
+
+The lexical index is not built while tools register: a listing does not need it, and indexing
+costs ~0.2 ms per tool, which would delay the first `tools/list` of a large fleet listed from its
+cached catalogs. `index_when_idle` indexes new tools while the event loop has nothing else to do,
+and `index` first indexes whatever is still waiting, so a search always sees every tool. The
+search package (and numpy under it) is imported then too, not at start-up.
 """
 
 from __future__ import annotations
@@ -15,7 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import anyio
 from mcp import types
 
 from proxy.catalogs import Catalogs, CatalogView
@@ -23,9 +31,11 @@ from proxy.config import ProfileConfig, ToolsetsConfig
 from proxy.listing import estimate_tokens
 from proxy.names import server_toolset
 from proxy.registry import Registry, ToolEntry
-from proxy.search import SearchIndex, SemanticIndex, doc_from_tool, semantic
 from proxy.surface import ClientHints, Surface, build_surface
 from proxy.toolsets import Toolsets, session_scope, session_servers, split_core
+
+if TYPE_CHECKING:
+    from proxy.search import SearchDoc, SearchIndex, SemanticIndex
 
 logger = logging.getLogger(__name__)
 
@@ -59,11 +69,19 @@ def _semantic_index(setting: str, cache_dir: Path | None) -> SemanticIndex | Non
     """The semantic index when asked for and installed; asked for but missing is a warning, not an error."""
     if setting != "on":
         return None
+    from proxy.search import SemanticIndex, semantic
+
     if not semantic.available():
         logger.warning("tool_search.semantic is on but its extra is not installed; searching lexically. "
                        "Install it with: %s", semantic.INSTALL_HINT)
         return None
     return SemanticIndex(cache_dir)
+
+
+def _docs(entries: list[ToolEntry]) -> list[SearchDoc]:
+    from proxy.search import doc_from_tool
+
+    return [doc_from_tool(e.name, e.server, e.raw_name, e.description, e.input_schema) for e in entries]
 
 
 def _fingerprint(tools: tuple[types.Tool, ...]) -> str:
@@ -89,19 +107,48 @@ class Views:
         self.toolsets = toolsets
         self.is_available = is_available
         self.default_context_tokens = default_context_tokens
-        self.index = SearchIndex()
         self.semantic = _semantic_index(toolsets.tool_search.semantic, cache_dir)
+        self._index: SearchIndex | None = None
+        self._unindexed: dict[str, list[ToolEntry]] = {}  # servers whose tools changed since they were indexed
         self._views: dict[tuple[object, ...], SessionView] = {}
         self._promoted_surfaces: dict[tuple[str, tuple[str, ...]], tuple[Surface, str]] = {}
         for server in registry.servers:
-            self._index_server(server, list(registry.server_tools(server).values()))
-        registry.add_listener(self._index_server)
+            self._server_changed(server, list(registry.server_tools(server).values()))
+        registry.add_listener(self._server_changed)
 
-    def _index_server(self, server: str, entries: list[ToolEntry]) -> None:
-        docs = [doc_from_tool(e.name, e.server, e.raw_name, e.description, e.input_schema) for e in entries]
-        self.index.set_server(server, docs)
+    def _server_changed(self, server: str, entries: list[ToolEntry]) -> None:
+        self._unindexed[server] = entries
         if self.semantic is not None:
-            self.semantic.set_server(server, docs)
+            self.semantic.set_server(server, _docs(entries))
+
+    @property
+    def index(self) -> SearchIndex:
+        """The lexical index over every registered tool (indexing first what is still waiting)."""
+        while self._unindexed:
+            self._index_next()
+        return self._lexical()
+
+    def _lexical(self) -> SearchIndex:
+        if self._index is None:
+            from proxy.search import SearchIndex
+
+            self._index = SearchIndex()
+        return self._index
+
+    def _index_next(self) -> None:
+        server = next(iter(self._unindexed))
+        self._lexical().set_server(server, _docs(self._unindexed.pop(server)))
+
+    async def index_when_idle(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Index changed servers one at a time whenever every other task is waiting, for as long as it runs."""
+        task_status.started()
+        while True:
+            since = self.registry.generation
+            while self._unindexed:
+                await anyio.wait_all_tasks_blocked()
+                if self._unindexed:  # a search may have indexed it meanwhile
+                    self._index_next()
+            await self.registry.wait_for_change(since)
 
     def update_toolsets(self, toolsets: ToolsetsConfig) -> None:
         """Adopt an edited `toolsets.yaml` (hot reload): every view is rebuilt, no upstream is touched."""

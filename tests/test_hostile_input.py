@@ -135,6 +135,18 @@ async def test_validation_past_its_deadline_lets_the_call_through() -> None:
         assert await find_error({"items": many}, schema, deadline=0.05) is None
 
 
+async def test_a_small_call_against_a_schema_of_references_still_gets_the_deadline() -> None:
+    """Small calls are validated on the loop, but references make a tiny schema cost 2^depth."""
+    from proxy.downstream._validation import find_error
+
+    depth = 13  # ~0.4 s of CPU in the worker thread that keeps running past the deadline
+    defs: dict[str, Any] = {f"l{i}": {"anyOf": [{"$ref": f"#/$defs/l{i + 1}"}] * 2} for i in range(depth)}
+    schema = {"type": "object", "properties": {"x": {"$ref": "#/$defs/l0"}},
+              "$defs": {**defs, f"l{depth}": {"type": "string"}}}
+    with anyio.fail_after(10):
+        assert await find_error({"x": 1}, schema, deadline=0.01) is None
+
+
 async def test_no_hostile_call_makes_another_session_wait() -> None:
     listener = Listener()
     busy = BusyUpstream()

@@ -361,3 +361,31 @@ def test_a_raw_name_that_is_reserved_another_servers_qualified_name_or_invalid_s
     registry.set_server_tools("alpha", tools("x"))
     registry.set_server_tools("raw", tools(raw), prefix=False)
     assert [n for n, e in registry.tools.items() if e.server == "raw"] == [f"raw__{raw.replace(' ', '_')}"]
+
+
+# --- many servers at once (a fleet listed from its cached catalogs) ------------------------------
+
+
+def routes(registry: Registry) -> dict[str, tuple[str, str]]:
+    return {name: (entry.server, entry.raw_name) for name, entry in registry.tools.items()}
+
+
+def test_registering_many_servers_at_once_names_them_as_one_at_a_time() -> None:
+    offered = {"a": (tools("b__c"), True), "a__b": (tools("c", "d"), True), "alpha": (tools("echo"), False),
+               "beta": (tools("echo", "other"), False), "fs": (tools("read.file"), True)}
+    one_by_one, at_once = Registry(), Registry()
+    for server, (listed, prefix) in offered.items():
+        one_by_one.set_server_tools(server, listed, prefix=prefix)
+    seen: list[str] = []
+    at_once.add_listener(lambda server, entries: seen.append(server))
+    at_once.set_servers_tools(offered)
+    assert routes(at_once) == routes(one_by_one)
+    assert sorted(seen) == sorted(offered) and at_once.generation == len(offered)
+
+
+def test_a_batch_hands_a_raw_name_from_a_registered_server_to_the_one_before_it() -> None:
+    registry = Registry()
+    registry.set_server_tools("beta", tools("echo"), prefix=False)
+    assert routes(registry) == {"echo": ("beta", "echo")}
+    registry.set_servers_tools({"alpha": (tools("echo"), False), "beta": (tools("echo"), False)})
+    assert routes(registry) == {"echo": ("alpha", "echo"), "beta__echo": ("beta", "echo")}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import anyio
+import pytest
 from inprocess import tool
 
 from proxy.config import ProfileConfig, ToolsetsConfig
@@ -71,3 +73,24 @@ def test_profiles_match_client_names_case_insensitively_in_name_order() -> None:
     assert cat.profile_for_client("cursor-vscode") == "cursor"
     assert cat.profile_for_client("zed") == "zed"
     assert cat.profile_for_client(None) == "default"
+
+
+def test_a_search_over_no_tools_finds_nothing() -> None:
+    assert Views(Registry(), CONFIG, lambda server: True).index.search("anything", limit=5, scope=frozenset()) == []
+
+
+@pytest.mark.anyio
+async def test_search_sees_every_registered_tool_whether_the_idle_indexer_got_to_it_or_not() -> None:
+    cat, registry = catalog()
+    scope = frozenset({"a__one", "b__three", "c__four", "c__five", "d__six"})
+    async with anyio.create_task_group() as tg:
+        await tg.start(cat.index_when_idle)
+        registry.set_server_tools("c", [tool("four"), tool("five", "Five apples.")])
+        with anyio.fail_after(5):
+            await anyio.wait_all_tasks_blocked()  # the idle indexer gets its turns
+        assert cat.index.search("apples", limit=5, scope=scope) == ["c__five"]
+        registry.set_server_tools("d", [tool("six", "Six pears.")])  # no chance to index it yet
+        assert cat.index.search("pears", limit=5, scope=scope) == ["d__six"]
+        registry.remove_server("c")
+        assert cat.index.search("apples", limit=5, scope=scope) == []
+        tg.cancel_scope.cancel()

@@ -12,7 +12,6 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from proxy.downstream._validation import find_error
 from proxy.errors import InvalidArguments
 
 
@@ -87,6 +86,8 @@ async def validate_arguments(arguments: Mapping[str, Any], schema: Mapping[str, 
                 "required",
                 dict(schema),
             )
+    from proxy.downstream._validation import find_error  # jsonschema: imported by the first call, not at start
+
     error = await find_error(dict(arguments), schema)
     if error is not None:
         raise InvalidArguments(

@@ -18,7 +18,6 @@ import anyio
 from proxy.downstream._arguments import check_arguments
 from proxy.errors import BridgeError, OutOfScope, UnknownTool
 from proxy.registry import ToolEntry
-from proxy.search import fuse
 from proxy.surface import MAX_DESCRIBE, MAX_QUERIES
 from proxy.views import SessionView, Views
 
@@ -77,6 +76,8 @@ def rank(views: Views, view: SessionView, query: str, limit: int) -> list[str]:
     if not lexical and not exact:  # no known word: only clear semantic matches, so nonsense still gets the hint
         return [name for name, _ in semantic.rank(query, limit, view.deferred, min_similarity=SEMANTIC_ONLY_FLOOR)]
     similarity = dict(semantic.rank(query, FUSION_DEPTH, view.deferred, also=[name for name, _ in lexical]))
+    from proxy.search import fuse  # with the index: numpy is not imported at start-up
+
     return (exact + [name for name in fuse(lexical, similarity, limit + len(exact)) if name not in exact])[:limit]
 
 

@@ -36,9 +36,9 @@ class LargeResults:
         structured content (a client validates it against the tool's output schema).
         """
         texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
-        text = "\n".join(texts)
-        if len(text) <= self.max_chars:
+        if sum(map(len, texts)) + len(texts) - 1 <= self.max_chars:  # the joined length, without joining
             return result
+        text = "\n".join(texts)
         result_id = await self.store.put(StoredResult(text))
         pages = -(-len(text) // self.max_chars)
         uri = f"{RESULTS_PREFIX}{result_id}"

@@ -24,7 +24,6 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from proxy.config import ResourceAuth
-from proxy.downstream._tokens import IntrospectionVerifier, JwtVerifier, KeySet
 
 ALLOWED_PROFILES_SCOPE_KEY = "toolbridge.allowed_profiles"
 ROOT_METADATA_PATH = "/.well-known/oauth-protected-resource"
@@ -66,6 +65,8 @@ class ProtectedResource:
     """Metadata at the well-known paths, and `protect(app)`: a valid token with the required scopes."""
 
     def __init__(self, settings: ResourceAuth, config_dir: Path) -> None:
+        from proxy.downstream._tokens import IntrospectionVerifier, JwtVerifier, KeySet  # jwt: only with `auth:`
+
         self.settings = settings
         self.verifier: TokenVerifier = (
             IntrospectionVerifier(settings) if settings.introspection is not None

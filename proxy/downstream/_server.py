@@ -15,7 +15,7 @@ import time
 import warnings
 from collections.abc import AsyncIterator, Hashable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -40,9 +40,11 @@ from proxy.downstream._resources import Resources
 from proxy.downstream._roundtrips import RoundTripChannel, RoundTrips
 from proxy.errors import InvalidArguments, ToolbridgeError, UnknownTool, UpstreamError, redact
 from proxy.registry import ToolEntry
-from proxy.shared import SharedPromotions
 from proxy.upstream import BackChannel
 from proxy.views import SessionView, Views
+
+if TYPE_CHECKING:
+    from proxy.shared import SharedPromotions  # Redis is imported only when a URL is given
 
 logger = logging.getLogger(__name__)
 

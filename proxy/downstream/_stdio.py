@@ -5,13 +5,18 @@ and answers nothing: a batch, a request with malformed params, or a line of garb
 client waiting forever. Here each gets a JSON-RPC error (with the request's id when it has one).
 Its stdin read also cannot be cancelled, so after SIGTERM a client holding stdin open kept the
 process alive; this reader is abandoned on cancellation instead (the CLI then exits past it).
+
+A pipe or a socket (how clients launch a server) is read and written on the event loop, without
+the SDK's worker-thread hop per line and per write (each costs a thread wake-up on every call);
+a terminal or a file, which the loop cannot poll, is read and written in a worker thread.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator, Iterator
+import stat
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, BinaryIO
 
@@ -48,6 +53,73 @@ def _read_line(stdin: BinaryIO) -> bytes:
     return stdin.readline()
 
 
+def _pollable(stream: BinaryIO) -> bool:
+    mode = os.fstat(stream.fileno()).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+class _Pipes:
+    """Lines from a non-blocking descriptor and writes to another, waiting on the event loop."""
+
+    def __init__(self, read_fd: int, write_fd: int) -> None:
+        self.read_fd, self.write_fd = read_fd, write_fd
+        self._buffer = bytearray()
+        self._scanned = 0  # no newline in the buffer before this
+
+    async def read_line(self) -> bytes:
+        """The next line with its newline; the rest without one at end of input, then b""."""
+        while (end := self._buffer.find(b"\n", self._scanned)) < 0:
+            self._scanned = len(self._buffer)
+            try:
+                chunk = os.read(self.read_fd, 1 << 16)
+            except BlockingIOError:
+                await anyio.wait_readable(self.read_fd)
+                continue
+            if not chunk:
+                rest = bytes(self._buffer)
+                self._buffer.clear()
+                self._scanned = 0
+                return rest
+            self._buffer += chunk
+        line = bytes(self._buffer[: end + 1])
+        del self._buffer[: end + 1]
+        self._scanned = 0
+        return line
+
+    async def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self.write_fd, view):]
+            except BlockingIOError:
+                await anyio.wait_writable(self.write_fd)
+
+
+@asynccontextmanager
+async def _wire(stdin: BinaryIO, stdout: BinaryIO) -> AsyncIterator[
+        tuple[Callable[[], Awaitable[bytes]], Callable[[bytes], Awaitable[None]]]]:
+    """(read a line, write bytes): on the loop for pipes and sockets, else in worker threads."""
+    if not (_pollable(stdin) and _pollable(stdout)):
+        async def read_line() -> bytes:
+            return await anyio.to_thread.run_sync(_read_line, stdin, abandon_on_cancel=True)
+
+        async def write(data: bytes) -> None:
+            await anyio.to_thread.run_sync(_write, stdout, data)
+
+        yield read_line, write
+        return
+    fds = (stdin.fileno(), stdout.fileno())
+    blocking = [os.get_blocking(fd) for fd in fds]
+    for fd in fds:
+        os.set_blocking(fd, False)
+    try:
+        pipes = _Pipes(*fds)
+        yield pipes.read_line, pipes.write
+    finally:
+        for fd, was in zip(fds, blocking, strict=True):
+            os.set_blocking(fd, was)
+
+
 @contextmanager
 def _claimed_std_streams() -> Iterator[tuple[BinaryIO, BinaryIO]]:
     """The wire on private descriptors; fd 0 reads the null device and fd 1 goes to stderr meanwhile.
@@ -80,36 +152,37 @@ async def _serve_streams(stdin: BinaryIO, stdout: BinaryIO) -> AsyncIterator[_St
     to_server, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     to_client, from_server = anyio.create_memory_object_stream[SessionMessage](0)
     lock = anyio.Lock()
+    async with _wire(stdin, stdout) as (read_line, write_data):
 
-    async def write(message: types.JSONRPCMessage | types.JSONRPCError) -> None:
-        data = message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
-        async with lock:
-            await anyio.to_thread.run_sync(_write, stdout, data)
+        async def write(message: types.JSONRPCMessage | types.JSONRPCError) -> None:
+            data = message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+            async with lock:
+                await write_data(data)
 
-    async def read() -> None:
-        async with to_server:
-            while line := await anyio.to_thread.run_sync(_read_line, stdin, abandon_on_cancel=True):
-                if not line.strip():
-                    continue
-                try:
-                    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                except ValueError:
-                    await write(rejection(line))
-                    continue
-                await to_server.send(SessionMessage(message))
+        async def read() -> None:
+            async with to_server:
+                while line := await read_line():
+                    if not line.strip():
+                        continue
+                    try:
+                        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                    except ValueError:
+                        await write(rejection(line))
+                        continue
+                    await to_server.send(SessionMessage(message))
 
-    async def relay() -> None:
-        async with from_server:
-            async for session_message in from_server:
-                await write(session_message.message)
+        async def relay() -> None:
+            async with from_server:
+                async for session_message in from_server:
+                    await write(session_message.message)
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(read)
-        tg.start_soon(relay)
-        try:
-            yield from_client, to_client
-        finally:
-            tg.cancel_scope.cancel()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read)
+            tg.start_soon(relay)
+            try:
+                yield from_client, to_client
+            finally:
+                tg.cancel_scope.cancel()
 
 
 def _write(stdout: BinaryIO, data: bytes) -> None:

@@ -1,10 +1,16 @@
 """State replicas share through Redis (or keep in this process without it): large results, cached
-catalogs, sessionless clients' promotions."""
+catalogs, sessionless clients' promotions.
 
-from proxy.shared._catalogs import CatalogCache, RedisCatalogCache
-from proxy.shared._promotions import SharedPromotions
-from proxy.shared._results import MemoryResultStore, RedisResultStore, ResultStore, StoredResult
-from proxy.shared._state import RESULT_TTL, SharedState, open_shared_state
+The Redis-backed stores are imported on first use (`open_shared_state` with a URL), never at start-up.
+"""
+
+from typing import TYPE_CHECKING, Any
+
+from proxy.shared._results import MemoryResultStore, ResultStore, StoredResult
+from proxy.shared._state import RESULT_TTL, CatalogCache, SharedState, open_shared_state
+
+if TYPE_CHECKING:
+    from proxy.shared._redis import RedisCatalogCache, RedisResultStore, SharedPromotions
 
 __all__ = [
     "RESULT_TTL",
@@ -18,3 +24,11 @@ __all__ = [
     "StoredResult",
     "open_shared_state",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("RedisCatalogCache", "RedisResultStore", "SharedPromotions"):
+        from proxy.shared import _redis
+
+        return getattr(_redis, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""Large tool results kept for `toolbridge://results/<id>`: in this process, or in Redis for every replica.
+"""Large tool results kept for `toolbridge://results/<id>`: in this process (`_redis`: for every replica).
 
 A result link must stay readable from whichever replica the client's next request lands on, and
 after the replica that stored it is gone; so behind a load balancer the results live in Redis.
@@ -15,11 +15,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Protocol
 
-from redis.asyncio import Redis
-
-__all__ = ["MemoryResultStore", "RedisResultStore", "ResultStore", "StoredResult", "new_result_id"]
-
-KEY_PREFIX = "toolbridge:result:"
+__all__ = ["MemoryResultStore", "ResultStore", "StoredResult", "new_result_id"]
 
 
 @dataclass(frozen=True)
@@ -69,28 +65,3 @@ class MemoryResultStore:
     def _drop(self, result_id: str) -> None:
         _, result = self._entries.pop(result_id)
         self._chars -= len(result.text)
-
-
-class RedisResultStore:
-    """Every replica's: one Redis hash per result (`text`, `mime_type`), expiring after `ttl` seconds."""
-
-    def __init__(self, redis: Redis, *, ttl: float) -> None:
-        self.redis = redis
-        self.ttl = ttl
-
-    async def put(self, result: StoredResult) -> str:
-        result_id = new_result_id()
-        key = KEY_PREFIX + result_id
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(key, mapping={"text": result.text, "mime_type": result.mime_type})
-            pipe.pexpire(key, int(self.ttl * 1000))
-            await pipe.execute()
-        return result_id
-
-    async def get(self, result_id: str) -> StoredResult | None:
-        if not result_id.isalnum():
-            return None
-        fields = await self.redis.hgetall(KEY_PREFIX + result_id)
-        if not fields:
-            return None
-        return StoredResult(text=fields[b"text"].decode(), mime_type=fields[b"mime_type"].decode())

@@ -10,24 +10,35 @@ subscription bus between replicas).
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
-from redis.asyncio import Redis
-from redis.exceptions import RedisError
+from mcp import types
 
 from proxy.config import UpstreamConfig
 from proxy.errors import redact
-from proxy.shared._catalogs import RedisCatalogCache
-from proxy.shared._promotions import SharedPromotions
-from proxy.shared._results import MemoryResultStore, RedisResultStore, ResultStore
+from proxy.shared._results import MemoryResultStore, ResultStore
 
-__all__ = ["RESULT_TTL", "SharedState", "open_shared_state"]
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+    from proxy.shared._redis import RedisCatalogCache, SharedPromotions
+
+__all__ = ["RESULT_TTL", "CatalogCache", "SharedState", "open_shared_state"]
 
 RESULT_TTL = 3600.0  # a result link stays readable this long
 MEMORY_RESULT_CHARS = 50_000_000  # the in-process store's bound, oldest out first
 logger = logging.getLogger(__name__)
+
+
+class CatalogCache(Protocol):
+    """What the fleet asks of a catalog cache: the tools listed under exactly this config, or None."""
+
+    def load(self, config: UpstreamConfig) -> list[types.Tool] | None: ...
+
+    def store(self, config: UpstreamConfig, tools: Sequence[types.Tool]) -> None: ...
 
 
 @dataclass
@@ -37,11 +48,19 @@ class SharedState:
 
     def catalog_cache(self, key: Callable[[UpstreamConfig], str]) -> RedisCatalogCache | None:
         """The shared catalog cache (start its `run` before the fleet), or None: keep the on-disk one."""
-        return RedisCatalogCache(self.redis, key) if self.redis is not None else None
+        if self.redis is None:
+            return None
+        from proxy.shared._redis import RedisCatalogCache
+
+        return RedisCatalogCache(self.redis, key)
 
     def promotions(self) -> SharedPromotions | None:
         """Sessionless clients' promotions, seen by every replica; None: this process is the only one."""
-        return SharedPromotions(self.redis) if self.redis is not None else None
+        if self.redis is None:
+            return None
+        from proxy.shared._redis import SharedPromotions
+
+        return SharedPromotions(self.redis)
 
 
 @asynccontextmanager
@@ -51,6 +70,11 @@ async def open_shared_state(redis_url: str | None) -> AsyncIterator[SharedState]
     if not redis_url:
         yield SharedState(MemoryResultStore(ttl=RESULT_TTL, max_chars=MEMORY_RESULT_CHARS))
         return
+    from redis.asyncio import Redis
+    from redis.exceptions import RedisError
+
+    from proxy.shared._redis import RedisResultStore
+
     redis = Redis.from_url(redis_url, socket_connect_timeout=5, socket_timeout=10, health_check_interval=30)
     try:
         try:

@@ -54,6 +54,8 @@ class ToolSink(Protocol):
 
     def set_server_tools(self, server: str, tools: Iterable[types.Tool], *, prefix: bool = True) -> Any: ...
 
+    def set_servers_tools(self, catalogs: Mapping[str, tuple[Iterable[types.Tool], bool]]) -> Any: ...
+
     def remove_server(self, server: str) -> Any: ...
 
     def bump(self) -> None: ...
@@ -191,6 +193,7 @@ class Fleet:
         """
         try:
             async with anyio.create_task_group() as tg:
+                self._list_cached(self._servers.values())
                 for up in self._servers.values():
                     self._start(tg, up)
                 self._check_ready()
@@ -221,6 +224,7 @@ class Fleet:
                 logger.info("server %s: its config changed; restarting it", name)
                 old.scope.cancel()
             up = self._servers[name] = self._new_upstream(config)
+            self._list_cached([up])
             self._start(tg, up)
         self._check_ready()
 
@@ -228,7 +232,6 @@ class Fleet:
         if up.state is UpstreamState.DISABLED:
             self._withdraw(up)
             return
-        self._list_cached(up)
         tg.start_soon(self._run_upstream, up, name=f"upstream {up.name}")
 
     async def _run_upstream(self, up: _Upstream) -> None:
@@ -329,10 +332,12 @@ class Fleet:
 
     async def _until_started(self, up: _Upstream) -> None:
         """Start a lazy or stopped server, and wait (within its connect_timeout) while it connects."""
+        if up.state not in _WAKING:
+            return
         if up.state in _STARTABLE:
             up.wake.set()
         with anyio.move_on_after(up.config.connect_timeout):
-            while up.state in (*_STARTABLE, UpstreamState.STARTING):
+            while up.state in _WAKING:
                 await up.state_changed.wait()
 
     async def request(
@@ -483,16 +488,19 @@ class Fleet:
             self._cache.store(up.config, tools)
             up.stored = True
 
-    def _list_cached(self, up: _Upstream) -> None:
-        """Register the server's cached catalog, if any: it is listed (and settled) before it connects."""
-        tools = self._cache.load(up.config) if self._cache is not None else None
-        if tools is None:
+    def _list_cached(self, ups: Iterable[_Upstream]) -> None:
+        """Register the servers' cached catalogs, if any, in one go: each is listed (and settled) before
+        it connects, and a lazy one is not started."""
+        if self._cache is None:
             return
-        self.registry.set_server_tools(up.name, tools, prefix=up.config.prefix)
-        up.tool_count, up.listed, up.stored, up.settled = len(tools), True, True, True
-        if up.lazy:
-            up.tried = True
-            self._set_state(up, UpstreamState.LAZY, "not started; tools from the cached catalog")
+        found = [(up, tools) for up in ups if up.state is not UpstreamState.DISABLED
+                 and (tools := self._cache.load(up.config)) is not None]
+        self.registry.set_servers_tools({up.name: (tools, up.config.prefix) for up, tools in found})
+        for up, tools in found:
+            up.tool_count, up.listed, up.stored, up.settled = len(tools), True, True, True
+            if up.lazy:
+                up.tried = True
+                self._set_state(up, UpstreamState.LAZY, "not started; tools from the cached catalog")
 
     def _drop(self, up: _Upstream) -> None:
         """The connection is ending: stop routing calls to it before it is torn down.
@@ -602,6 +610,7 @@ class Fleet:
 
 
 _STARTABLE = (UpstreamState.LAZY, UpstreamState.STOPPED)
+_WAKING = (*_STARTABLE, UpstreamState.STARTING)  # what a call waits through before it can be sent
 
 
 def _offered(up: _Upstream) -> bool:

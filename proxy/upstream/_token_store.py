@@ -13,10 +13,10 @@ import json
 import os
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Protocol
 
 import anyio.to_thread
-import keyring
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from proxy.config import UpstreamConfig
@@ -56,15 +56,22 @@ class _KeyringBackend:
         self.account = account
 
     def read(self) -> str | None:
-        return keyring.get_password(KEYRING_SERVICE, self.account)
+        return _keyring().get_password(KEYRING_SERVICE, self.account)
 
     def write(self, text: str) -> None:
-        keyring.set_password(KEYRING_SERVICE, self.account, text)
+        _keyring().set_password(KEYRING_SERVICE, self.account, text)
+
+
+def _keyring() -> ModuleType:
+    """`keyring`, imported when an OAuth upstream first needs it: no other process pays for its import."""
+    import keyring
+
+    return keyring
 
 
 def keyring_usable() -> bool:
     """True when `keyring` found a real backend (on a headless machine it has only its failing one)."""
-    return keyring.get_keyring().priority > 0
+    return bool(_keyring().get_keyring().priority > 0)
 
 
 class TokenStore:

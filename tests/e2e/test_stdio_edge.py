@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import tty
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,33 @@ def test_bad_frames_get_json_rpc_errors_and_the_session_keeps_answering(tmp_path
     nulls = [answer["error"]["code"] for answer in answers if answer.get("id") is None]
     assert sorted(nulls) == [-32700, -32600]
     assert "tools" in by_id[9]["result"]
+
+
+def test_a_terminal_on_stdin_is_served(tmp_path: Path) -> None:
+    """The event loop polls pipes and sockets; a terminal (someone running `serve` by hand) is read in a thread."""
+    config = write_fleet(tmp_path, {"one": ["--tools", "2", "--prefix", "one"]})
+    controller, terminal = os.openpty()
+    tty.setraw(terminal)
+    process = subprocess.Popen([sys.executable, "-m", "proxy", "serve", "--config-dir", str(config)], cwd=REPO,
+                               stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    os.close(terminal)
+    watchdog = threading.Timer(60, process.kill)  # a missing answer fails the test instead of hanging it
+    watchdog.start()
+    try:
+        assert process.stdout
+        ping = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "ping"})
+        os.write(controller, "".join(line + "\n" for line in [INITIALIZE, INITIALIZED, ping]).encode())
+        answers = {}
+        while 9 not in answers:
+            answer = json.loads(process.stdout.readline())
+            answers[answer.get("id")] = answer
+    finally:
+        watchdog.cancel()
+        process.kill()
+        process.communicate()
+        os.close(controller)
+    assert answers[0]["result"]["serverInfo"]["name"] == "toolbridge"
+    assert answers[9] == {"jsonrpc": "2.0", "id": 9, "result": {}}
 
 
 def test_a_secret_interpolated_into_command_and_args_is_redacted(tmp_path: Path) -> None:
