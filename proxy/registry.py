@@ -63,6 +63,18 @@ def _servable_tools(server: str, tools: Iterable[types.Tool]) -> dict[str, types
     return kept
 
 
+def _as_shown(tool: types.Tool, name: str) -> types.Tool:
+    """The tool renamed and its texts cleaned (SPEC §8): what every listing, search and describe shows."""
+    update: dict[str, Any] = {"name": name, "input_schema": clean_strings(tool.input_schema)}
+    if tool.description is not None:
+        update["description"] = clean(tool.description)
+    if tool.title is not None:
+        update["title"] = clean(tool.title)
+    if tool.output_schema is not None:
+        update["output_schema"] = clean_strings(tool.output_schema)
+    return tool.model_copy(update=update)
+
+
 class ToolEntry:
     """One registered upstream tool. `tool` is the upstream definition, renamed to `name`.
 
@@ -74,11 +86,21 @@ class ToolEntry:
 
     __slots__ = ("_description", "_wire", "name", "raw_name", "server")
 
-    def __init__(self, name: str, server: str, raw_name: str, tool: types.Tool) -> None:
+    def __init__(self, name: str, server: str, raw_name: str, description: str | None, wire: bytes) -> None:
         self.name, self.server, self.raw_name = name, server, raw_name
-        self._description = tool.description
+        self._description, self._wire = description, wire
+
+    @classmethod
+    def shown(cls, server: str, raw_name: str, tool: types.Tool) -> ToolEntry:
+        """`tool` as listings, search and describe show it (`_as_shown`), named by its raw name."""
+        tool = _as_shown(tool, raw_name)
         rest = tool.model_dump(by_alias=True, exclude_none=True, mode="json", exclude={"name", "description"})
-        self._wire = zlib.compress(json.dumps(rest, separators=(",", ":")).encode(), 6)
+        return cls(raw_name, server, raw_name, tool.description,
+                   zlib.compress(json.dumps(rest, separators=(",", ":")).encode(), 6))
+
+    def renamed(self, name: str) -> ToolEntry:
+        """The same tool under another name; the definition is shared, not copied."""
+        return ToolEntry(name, self.server, self.raw_name, self._description, self._wire)
 
     def _fields(self) -> dict[str, Any]:
         return json.loads(zlib.decompress(self._wire))
@@ -130,18 +152,6 @@ class ServerChange:
 Listener = Callable[[str, Sequence[ToolEntry]], None]
 
 
-def _as_shown(tool: types.Tool, name: str) -> types.Tool:
-    """The tool renamed and its texts cleaned (SPEC §8): what every listing, search and describe shows."""
-    update: dict[str, Any] = {"name": name, "input_schema": clean_strings(tool.input_schema)}
-    if tool.description is not None:
-        update["description"] = clean(tool.description)
-    if tool.title is not None:
-        update["title"] = clean(tool.title)
-    if tool.output_schema is not None:
-        update["output_schema"] = clean_strings(tool.output_schema)
-    return tool.model_copy(update=update)
-
-
 class Registry:
     """Qualified name → tool, the `mcp-<server>` toolsets, and a generation counter."""
 
@@ -149,7 +159,8 @@ class Registry:
         self._tools: dict[str, ToolEntry] = {}
         self._by_server: dict[str, dict[str, ToolEntry]] = {}
         self._listeners: list[Listener] = []
-        self._sources: dict[str, tuple[NameSource, dict[str, types.Tool]]] = {}
+        # Each server's tools as shown, under their raw names: re-registered when names move.
+        self._sources: dict[str, tuple[NameSource, dict[str, ToolEntry]]] = {}
         self._warned: set[str] = set()
         self._changed = anyio.Event()
         self.generation = 0
@@ -194,7 +205,7 @@ class Registry:
         moves (one earlier in name order arrived or left, or a second server now spells one of its
         qualified names alike) is re-registered too.
         """
-        by_raw = _servable_tools(server, tools)
+        by_raw = {raw: ToolEntry.shown(server, raw, tool) for raw, tool in _servable_tools(server, tools).items()}
         if by_raw:
             self._sources[server] = (NameSource(frozenset(by_raw), prefix), by_raw)
         else:
@@ -219,7 +230,7 @@ class Registry:
                 logger.warning("%s", warning)
         return assigned
 
-    def _apply(self, server: str, by_raw: dict[str, types.Tool], qualified: dict[str, str]) -> ServerChange:
+    def _apply(self, server: str, by_raw: dict[str, ToolEntry], qualified: dict[str, str]) -> ServerChange:
         old = self._by_server.get(server, {})
         new: dict[str, ToolEntry] = {}
         refused: list[str] = []
@@ -236,7 +247,7 @@ class Registry:
                     server, name, owner.server, raw,
                 )
                 continue
-            new[name] = ToolEntry(name, server, raw, _as_shown(by_raw[raw], name))
+            new[name] = by_raw[raw].renamed(name)
         added = tuple(sorted(n for n in new if n not in old))
         removed = tuple(sorted(n for n in old if n not in new))
         replaced = tuple(sorted(n for n in new if n in old and new[n] != old[n]))
