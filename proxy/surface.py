@@ -89,14 +89,13 @@ def build_surface(
     `deferred` is non-empty): the tier follows it, so it does not flip while servers restart.
     """
     count = sum(len(tools) for tools in deferred.values())
-    rest = [_definition(tool) for tools in deferred.values() for tool in tools]
     if hints.exposure == "direct":
-        return Surface(_by_name([*core, *rest]), "direct", "none", 0, 0, count)
+        return Surface(_by_name([*core, *_definitions(deferred)]), "direct", "none", 0, 0, count)
     if deferrable is None:
         deferrable = count > 0
     marked = [_always_loaded(tool, hints, result=True) for tool in core]
     if not deferrable or settings.enabled == "off":
-        return Surface(_by_name([*marked, *rest]), "pass-through", "none", 0, 0, count)
+        return Surface(_by_name([*marked, *_definitions(deferred)]), "pass-through", "none", 0, 0, count)
     budget = 0 if settings.listing == "off" else listing_budget(context_tokens, settings)
     listing = _listing(deferred, max(0, budget - reserved_tokens))
     bridge = tuple(_always_loaded(tool, hints, result=tool.name == "tool_call")
@@ -122,9 +121,10 @@ def _always_loaded(tool: types.Tool, hints: ClientHints, *, result: bool) -> typ
     return tool.model_copy(update={"meta": meta})
 
 
-def _definition(tool: types.Tool | ToolEntry) -> types.Tool:
-    """Registry entries are parsed only here, when the whole definition is sent."""
-    return tool if isinstance(tool, types.Tool) else tool.tool
+def _definitions(deferred: Mapping[str, Sequence[types.Tool | ToolEntry]]) -> list[types.Tool]:
+    """Registry entries are parsed only here, when the whole definitions are sent: never in the bridge
+    tier, where parsing 50,000 of them would cost ~400 MB for a moment and seconds of CPU."""
+    return [tool if isinstance(tool, types.Tool) else tool.tool for tools in deferred.values() for tool in tools]
 
 
 def _by_name(tools: Iterable[types.Tool]) -> tuple[types.Tool, ...]:

@@ -85,6 +85,18 @@ def test_ties_keep_name_order() -> None:
     assert idx.search("ping it please", limit=5) == ["a__ping", "b__ping"]
 
 
+def test_a_raw_name_two_servers_share_stays_exact_for_the_one_left() -> None:
+    idx = SearchIndex()
+    for server in ("b", "a", "c"):
+        idx.set_server(server, [doc(server, "ping", "Ping it")])
+    assert idx.exact("ping") == ["a__ping", "b__ping", "c__ping"]
+    idx.remove_server("a")
+    idx.remove_server("c")
+    assert idx.exact("ping") == ["b__ping"] == idx.exact("B__PING")
+    idx.remove_server("b")
+    assert idx.exact("ping") == []
+
+
 def test_acronym_of_shared_name_words(index: SearchIndex) -> None:
     assert index.search("open PR", limit=1) == ["github__create_pull_request"]
 
@@ -230,6 +242,18 @@ def test_array_scoring_matches_reference_on_real_fleet() -> None:
             for scope in scopes:
                 expected = reference.search(index, query, limit, scope)
                 assert index.search(query, limit=limit, scope=scope) == expected, (query, limit, scope is None)
+
+
+def test_a_word_repeated_past_255_times_in_a_field_counts_in_full() -> None:
+    """Counts are stored in one byte where they fit; a server where one does not keeps them exact."""
+    docs = [doc("s", "a", "spam " * 300), doc("s", "b", "spam " * 256), doc("s", "c", "spam eggs")]
+    index = SearchIndex()
+    index.set_server("s", docs)
+    terms = index._query_terms("spam")
+    expected = _Reference({"s": docs}).scores(terms, None)
+    scores = index._score(terms, None)
+    assert {name: scores[index._entries[name].doc_id] for name in expected} == expected
+    assert expected["s__a"] != expected["s__b"]
 
 
 def test_parameter_descriptions_and_short_enum_values_are_searchable() -> None:

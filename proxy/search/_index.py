@@ -140,10 +140,11 @@ COVERAGE_WORDS = 6
 
 @dataclass(slots=True)
 class _Entry:
-    doc: SearchDoc
+    """What the index keeps per tool once its postings are built: not the texts (~1 KB a tool)."""
+
+    raw_name: str
     name_terms: tuple[str, ...]
-    lengths: tuple[int, ...]  # tokens per field
-    doc_id: int
+    doc_id: int  # its tokens per field are the row `doc_id` of `DocIds.lengths`
 
 
 # Session scopes whose document mask is kept until the index changes (views are cached, so few recur).
@@ -168,7 +169,7 @@ class SearchIndex:
         self._factors: postings.Floats | None = None  # per-doc field weight / length norm
         self._impacts_cache: dict[str, tuple[postings.Ids, postings.Floats]] = {}
         self._masks: dict[int, tuple[frozenset[str], npt.NDArray[np.bool_]]] = {}
-        self._exact: dict[str, tuple[str, ...]] = {}  # almost always one name: a tuple, not a set
+        self._exact: dict[str, str | tuple[str, ...]] = {}  # almost always one name: the name, not a tuple
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -190,14 +191,15 @@ class SearchIndex:
             tfs, lengths = _field_counts(doc, boilerplate, acronyms)
             name_terms = tuple(t for t, f in tfs.items() if f[0])
             doc_id = self._docs.add(doc.name, lengths)
-            self._entries[doc.name] = _Entry(doc, name_terms, lengths, doc_id)
+            self._entries[doc.name] = _Entry(doc.raw_name, name_terms, doc_id)
             self._add_lengths(lengths, 1)
             for term, tf in tfs.items():
                 row = rows[self._term_id(term)]
                 row[0].append(doc_id)
                 row[1].append(tf)
             for key in _exact_keys(doc):
-                self._exact[key] = (*self._exact.get(key, ()), doc.name)
+                held = self._exact.get(key)
+                self._exact[key] = doc.name if held is None else (*_names(held), doc.name)
             names.append(doc.name)
         for term_id in rows:
             term = self._terms[term_id]
@@ -224,12 +226,12 @@ class SearchIndex:
                 del self._postings[term]
         for name in self._servers.pop(server, []):
             entry = self._entries.pop(name)
+            self._add_lengths(tuple(self._docs.lengths[entry.doc_id].tolist()), -1)
             self._docs.remove(entry.doc_id)
-            self._add_lengths(entry.lengths, -1)
-            for key in {entry.doc.name.lower(), entry.doc.raw_name.lower()}:
-                rest = tuple(n for n in self._exact.get(key, ()) if n != name)
+            for key in {name.lower(), entry.raw_name.lower()}:
+                rest = tuple(n for n in _names(self._exact.get(key, ())) if n != name)
                 if rest:
-                    self._exact[key] = rest
+                    self._exact[key] = rest[0] if len(rest) == 1 else rest
                 else:
                     self._exact.pop(key, None)
 
@@ -273,7 +275,7 @@ class SearchIndex:
 
     def exact(self, query: str, scope: Collection[str] | None = None) -> list[str]:
         """Tools named exactly by the whole query (qualified or raw name), in name order: they rank first."""
-        return sorted(n for n in self._exact.get(query.strip().lower(), ()) if scope is None or n in scope)
+        return sorted(n for n in _names(self._exact.get(query.strip().lower(), ())) if scope is None or n in scope)
 
     def _query_terms(self, query: str) -> dict[str, float]:
         """Stemmed query terms with weights: joined compounds, stop words dropped, unknown words by prefix."""
@@ -363,6 +365,10 @@ class SearchIndex:
             return score * (1 + weight * covered)
 
         return {names[i]: s for i, s in postings.top_boosted(scores, limit, 1 + weight, boost).items()}
+
+
+def _names(held: str | tuple[str, ...]) -> tuple[str, ...]:
+    return (held,) if isinstance(held, str) else held
 
 
 def _exact_keys(doc: SearchDoc) -> set[str]:
