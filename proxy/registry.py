@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -91,12 +92,17 @@ class ToolEntry:
         self._description, self._wire = description, wire
 
     @classmethod
-    def shown(cls, server: str, raw_name: str, tool: types.Tool) -> ToolEntry:
-        """`tool` as listings, search and describe show it (`_as_shown`), named by its raw name."""
+    def shown(cls, server: str, raw_name: str, tool: types.Tool, definitions: dict[bytes, bytes]) -> ToolEntry:
+        """`tool` as listings, search and describe show it (`_as_shown`), named by its raw name.
+
+        Equal texts are one object: descriptions through `sys.intern`, definitions through the
+        `definitions` pool (a replicated server's tools cost their names and little more).
+        """
         tool = _as_shown(tool, raw_name)
         rest = tool.model_dump(by_alias=True, exclude_none=True, mode="json", exclude={"name", "description"})
-        return cls(raw_name, server, raw_name, tool.description,
-                   zlib.compress(json.dumps(rest, separators=(",", ":")).encode(), 6))
+        wire = zlib.compress(json.dumps(rest, separators=(",", ":")).encode(), 6)
+        description = None if tool.description is None else sys.intern(tool.description)
+        return cls(raw_name, server, raw_name, description, definitions.setdefault(wire, wire))
 
     def renamed(self, name: str) -> ToolEntry:
         """The same tool under another name; the definition is shared, not copied."""
@@ -161,6 +167,7 @@ class Registry:
         self._listeners: list[Listener] = []
         # Each server's tools as shown, under their raw names: re-registered when names move.
         self._sources: dict[str, tuple[NameSource, dict[str, ToolEntry]]] = {}
+        self._definitions: dict[bytes, bytes] = {}  # every entry's definition, each distinct one once
         self._warned: set[str] = set()
         self._changed = anyio.Event()
         self.generation = 0
@@ -205,16 +212,24 @@ class Registry:
         moves (one earlier in name order arrived or left, or a second server now spells one of its
         qualified names alike) is re-registered too.
         """
-        by_raw = {raw: ToolEntry.shown(server, raw, tool) for raw, tool in _servable_tools(server, tools).items()}
+        by_raw = {raw: ToolEntry.shown(server, raw, tool, self._definitions)
+                  for raw, tool in _servable_tools(server, tools).items()}
         if by_raw:
             self._sources[server] = (NameSource(frozenset(by_raw), prefix), by_raw)
         else:
             self._sources.pop(server, None)
+        self._forget_definitions()
         assigned = self._assign()
         self._follow(assigned, server)  # a server losing a raw name to this one lets go first
         change = self._apply(server, by_raw, assigned.get(server, {}))
         self._follow(assigned, server)  # and one gaining a name this one let go takes it now
         return change
+
+    def _forget_definitions(self) -> None:
+        """Drop the pool's definitions no entry uses once it holds twice as many as there are entries."""
+        live = sum(len(tools) for _, tools in self._sources.values())
+        if len(self._definitions) > 2 * live + 64:
+            self._definitions = {e._wire: e._wire for _, tools in self._sources.values() for e in tools.values()}
 
     def _follow(self, assigned: dict[str, dict[str, str]], server: str) -> None:
         for other, (_source, tools) in list(self._sources.items()):
@@ -247,7 +262,10 @@ class Registry:
                     server, name, owner.server, raw,
                 )
                 continue
-            new[name] = by_raw[raw].renamed(name)
+            entry = by_raw[raw] if by_raw[raw].name == name else by_raw[raw].renamed(name)
+            if old.get(name) == entry:
+                entry = old[name]
+            new[name] = by_raw[raw] = entry  # one object per tool, registered and in `_sources`
         added = tuple(sorted(n for n in new if n not in old))
         removed = tuple(sorted(n for n in old if n not in new))
         replaced = tuple(sorted(n for n in new if n in old and new[n] != old[n]))
