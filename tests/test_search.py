@@ -174,6 +174,24 @@ def test_cached_scores_follow_updates(index: SearchIndex) -> None:
     assert before != index.search("file", limit=5) == ["fs__stat"]
 
 
+def test_term_caches_stay_bounded_and_answers_stay_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    def build() -> SearchIndex:
+        idx = SearchIndex()
+        idx.set_server("github", GITHUB)
+        idx.set_server("fs", [doc("fs", "readFile", "Read the contents of a file", ("path",))])
+        return idx
+
+    queries = ["file", "pull request", "issue repository", "read", "users", "file", "open PR contents"] * 2
+    monkeypatch.setattr(search, "CACHED_TERMS", 3)
+    bounded = build()
+    answers = [bounded.search(query, limit=5) for query in queries]
+    assert len(bounded._impacts_cache) == len(bounded._arrays) == 3
+    monkeypatch.setattr(search, "CACHED_TERMS", 1000)
+    unbounded = build()
+    assert answers == [unbounded.search(query, limit=5) for query in queries]
+    assert len(unbounded._impacts_cache) > 3
+
+
 class _Reference:
     """Straightforward BM25F over dicts, per document and term, as search.py scored before its postings
     became arrays; shares only tokenizing and query expansion with the index."""

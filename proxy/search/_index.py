@@ -15,7 +15,7 @@ import sys
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -131,6 +131,7 @@ class Ranking:
 
 
 RANKING = Ranking()
+T = TypeVar("T")
 BOILERPLATE_MIN_TOOLS = 10
 BOILERPLATE_SHARE = 0.3
 ACRONYM_MIN_TOOLS = 2
@@ -149,6 +150,9 @@ class _Entry:
 
 # Session scopes whose document mask is kept until the index changes (views are cached, so few recur).
 SCOPE_MASKS = 8
+# Terms whose joined postings and impacts are kept, least recently used out first: at 50,000 tools a
+# common term's take ~0.2 MB, and kept for every term ever queried they grow to ~3 copies of the index.
+CACHED_TERMS = 128
 
 
 class SearchIndex:
@@ -314,15 +318,17 @@ class SearchIndex:
 
     def _impacts(self, term: str) -> tuple[postings.Ids, postings.Floats]:
         """A term's document ids and saturated BM25F tf per document, cached until the index next changes."""
-        cached = self._impacts_cache.get(term)
+        cached = self._impacts_cache.pop(term, None)
         if cached is None:
-            arrays = self._arrays.get(term)
+            arrays = self._arrays.pop(term, None)
             if arrays is None:
                 term_id = self._term_ids[term]
                 parts = [chunk for block in self._blocks.values() if (chunk := block.get(term_id)) is not None]
-                arrays = self._arrays[term] = postings.joined(parts)
+                arrays = postings.joined(parts)
+            _keep(self._arrays, term, arrays)
             ids, tfs = arrays
-            cached = self._impacts_cache[term] = (ids, postings.impacts(ids, tfs, self._doc_factors(), self.ranking.k1))
+            cached = (ids, postings.impacts(ids, tfs, self._doc_factors(), self.ranking.k1))
+        _keep(self._impacts_cache, term, cached)
         return cached
 
     def _score(self, terms: dict[str, float], scope: Collection[str] | None) -> postings.Floats:
@@ -365,6 +371,13 @@ class SearchIndex:
             return score * (1 + weight * covered)
 
         return {names[i]: s for i, s in postings.top_boosted(scores, limit, 1 + weight, boost).items()}
+
+
+def _keep(cache: dict[str, T], term: str, value: T) -> None:
+    """Keep `value` as the most recently used, dropping the least recently used past CACHED_TERMS."""
+    if len(cache) >= CACHED_TERMS:
+        del cache[next(iter(cache))]
+    cache[term] = value
 
 
 def _names(held: str | tuple[str, ...]) -> tuple[str, ...]:
