@@ -262,9 +262,11 @@ class Registry:
                     server, name, owner.server, raw,
                 )
                 continue
-            entry = by_raw[raw] if by_raw[raw].name == name else by_raw[raw].renamed(name)
+            entry = by_raw[raw]
+            if entry.name != name:
+                entry = entry.renamed(name)
             if old.get(name) == entry:
-                entry = old[name]
+                entry = old[name]  # unchanged: the registered object stays
             new[name] = by_raw[raw] = entry  # one object per tool, registered and in `_sources`
         added = tuple(sorted(n for n in new if n not in old))
         removed = tuple(sorted(n for n in old if n not in new))

@@ -24,6 +24,8 @@ from proxy.search import _postings as postings
 from proxy.search._stemming import STOP_WORDS, split_words, stem, tokenize
 from proxy.text import split_sentences
 
+T = TypeVar("T")
+
 # Generic software action/object synonyms and abbreviations, groups split by ";" or a line end ("_" joins a
 # two-word phrase). A query word adds the other members of its groups at SYNONYM_WEIGHT, so "erase" still
 # finds "delete_file" (query expansion with down-weighted synonyms).
@@ -131,7 +133,6 @@ class Ranking:
 
 
 RANKING = Ranking()
-T = TypeVar("T")
 BOILERPLATE_MIN_TOOLS = 10
 BOILERPLATE_SHARE = 0.3
 ACRONYM_MIN_TOOLS = 2
