@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import zlib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -65,6 +66,18 @@ def _servable_tools(server: str, tools: Iterable[types.Tool]) -> dict[str, types
     return kept
 
 
+def _as_shown(tool: types.Tool, name: str) -> types.Tool:
+    """The tool renamed and its texts cleaned (SPEC §8): what every listing, search and describe shows."""
+    update: dict[str, Any] = {"name": name, "input_schema": clean_strings(tool.input_schema)}
+    if tool.description is not None:
+        update["description"] = clean(tool.description)
+    if tool.title is not None:
+        update["title"] = clean(tool.title)
+    if tool.output_schema is not None:
+        update["output_schema"] = clean_strings(tool.output_schema)
+    return tool.model_copy(update=update)
+
+
 class ToolEntry:
     """One registered upstream tool. `tool` is the upstream definition, renamed to `name`.
 
@@ -76,11 +89,26 @@ class ToolEntry:
 
     __slots__ = ("_description", "_wire", "name", "raw_name", "server")
 
-    def __init__(self, name: str, server: str, raw_name: str, tool: types.Tool) -> None:
+    def __init__(self, name: str, server: str, raw_name: str, description: str | None, wire: bytes) -> None:
         self.name, self.server, self.raw_name = name, server, raw_name
-        self._description = tool.description
+        self._description, self._wire = description, wire
+
+    @classmethod
+    def shown(cls, server: str, raw_name: str, tool: types.Tool, definitions: dict[bytes, bytes]) -> ToolEntry:
+        """`tool` as listings, search and describe show it (`_as_shown`), named by its raw name.
+
+        Equal texts are one object: descriptions through `sys.intern`, definitions through the
+        `definitions` pool (a replicated server's tools cost their names and little more).
+        """
+        tool = _as_shown(tool, raw_name)
         rest = tool.model_dump(by_alias=True, exclude_none=True, mode="json", exclude={"name", "description"})
-        self._wire = zlib.compress(json.dumps(rest, separators=(",", ":")).encode(), 6)
+        wire = zlib.compress(json.dumps(rest, separators=(",", ":")).encode(), 6)
+        description = None if tool.description is None else sys.intern(tool.description)
+        return cls(raw_name, server, raw_name, description, definitions.setdefault(wire, wire))
+
+    def renamed(self, name: str) -> ToolEntry:
+        """The same tool under another name; the definition is shared, not copied."""
+        return ToolEntry(name, self.server, self.raw_name, self._description, self._wire)
 
     def _fields(self) -> dict[str, Any]:
         return json.loads(zlib.decompress(self._wire))
@@ -132,18 +160,6 @@ class ServerChange:
 Listener = Callable[[str, Sequence[ToolEntry]], None]
 
 
-def _as_shown(tool: types.Tool, name: str) -> types.Tool:
-    """The tool renamed and its texts cleaned (SPEC §8): what every listing, search and describe shows."""
-    update: dict[str, Any] = {"name": name, "input_schema": clean_strings(tool.input_schema)}
-    if tool.description is not None:
-        update["description"] = clean(tool.description)
-    if tool.title is not None:
-        update["title"] = clean(tool.title)
-    if tool.output_schema is not None:
-        update["output_schema"] = clean_strings(tool.output_schema)
-    return tool.model_copy(update=update)
-
-
 class Registry:
     """Qualified name → tool, the `mcp-<server>` toolsets, and a generation counter."""
 
@@ -151,7 +167,9 @@ class Registry:
         self._tools: dict[str, ToolEntry] = {}
         self._by_server: dict[str, dict[str, ToolEntry]] = {}
         self._listeners: list[Listener] = []
-        self._sources: dict[str, tuple[NameSource, dict[str, types.Tool]]] = {}
+        # Each server's tools as shown, under their raw names: re-registered when names move.
+        self._sources: dict[str, tuple[NameSource, dict[str, ToolEntry]]] = {}
+        self._definitions: dict[bytes, bytes] = {}  # every entry's definition, each distinct one once
         self._warned: set[str] = set()
         self._changed = anyio.Event()
         self.generation = 0
@@ -197,6 +215,7 @@ class Registry:
         qualified names alike) is re-registered too.
         """
         by_raw = self._set_source(server, tools, prefix)
+        self._forget_definitions()
         assigned = self._assign()
         self._follow(assigned, {server})  # a server losing a raw name to this one lets go first
         change = self._apply(server, by_raw, assigned.get(server, {}))
@@ -208,19 +227,27 @@ class Registry:
         naming pass for all of them: registering a fleet at start (from its cached catalogs) then costs
         time in proportion to its tools, not to its servers times its tools."""
         kept = {server: self._set_source(server, tools, prefix) for server, (tools, prefix) in catalogs.items()}
+        self._forget_definitions()
         assigned = self._assign()
         self._follow(assigned, set(kept))
         for server, by_raw in kept.items():
             self._apply(server, by_raw, assigned.get(server, {}))
         self._follow(assigned, set())  # one of them refused a name another let go after it takes it now
 
-    def _set_source(self, server: str, tools: Iterable[types.Tool], prefix: bool) -> dict[str, types.Tool]:
-        by_raw = _servable_tools(server, tools)
+    def _set_source(self, server: str, tools: Iterable[types.Tool], prefix: bool) -> dict[str, ToolEntry]:
+        by_raw = {raw: ToolEntry.shown(server, raw, tool, self._definitions)
+                  for raw, tool in _servable_tools(server, tools).items()}
         if by_raw:
             self._sources[server] = (NameSource(frozenset(by_raw), prefix), by_raw)
         else:
             self._sources.pop(server, None)
         return by_raw
+
+    def _forget_definitions(self) -> None:
+        """Drop the pool's definitions no entry uses once it holds twice as many as there are entries."""
+        live = sum(len(tools) for _, tools in self._sources.values())
+        if len(self._definitions) > 2 * live + 64:
+            self._definitions = {e._wire: e._wire for _, tools in self._sources.values() for e in tools.values()}
 
     def _follow(self, assigned: dict[str, dict[str, str]], skip: Collection[str]) -> None:
         for other, (_source, tools) in list(self._sources.items()):
@@ -236,7 +263,7 @@ class Registry:
                 logger.warning("%s", warning)
         return assigned
 
-    def _apply(self, server: str, by_raw: dict[str, types.Tool], qualified: dict[str, str]) -> ServerChange:
+    def _apply(self, server: str, by_raw: dict[str, ToolEntry], qualified: dict[str, str]) -> ServerChange:
         old = self._by_server.get(server, {})
         new: dict[str, ToolEntry] = {}
         refused: list[str] = []
@@ -253,7 +280,12 @@ class Registry:
                     server, name, owner.server, raw,
                 )
                 continue
-            new[name] = ToolEntry(name, server, raw, _as_shown(by_raw[raw], name))
+            entry = by_raw[raw]
+            if entry.name != name:
+                entry = entry.renamed(name)
+            if old.get(name) == entry:
+                entry = old[name]  # unchanged: the registered object stays
+            new[name] = by_raw[raw] = entry  # one object per tool, registered and in `_sources`
         added = tuple(sorted(n for n in new if n not in old))
         removed = tuple(sorted(n for n in old if n not in new))
         replaced = tuple(sorted(n for n in new if n in old and new[n] != old[n]))

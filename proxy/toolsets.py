@@ -89,7 +89,7 @@ def session_scope(profile: ProfileConfig, toolsets: Toolsets) -> frozenset[str]:
 def split_core(scope: frozenset[str], core_patterns: Iterable[str]) -> tuple[frozenset[str], frozenset[str]]:
     """(core, deferred): core tools are called directly, everything else in scope is deferred."""
     core = match_names(core_patterns, scope)
-    return core, scope - core
+    return core, scope - core if core else scope
 
 
 def session_servers(profile: ProfileConfig, toolsets: Toolsets, tool_servers: Iterable[str]) -> frozenset[str]:

@@ -198,9 +198,10 @@ class Views:
         allowed = session_scope(profile, toolsets)
         tools = self.registry.tools
         servers = session_servers(profile, toolsets, (tools[n].server for n in allowed)) - unavailable
-        scope = frozenset(n for n in allowed if tools[n].server not in unavailable)
+        # The same set once where nothing is down or core: a view holds each name set of 50,000 once.
+        scope = frozenset(n for n in allowed if tools[n].server not in unavailable) if unavailable else allowed
         core, deferred = split_core(scope, self.toolsets.core)
-        known_deferred = split_core(allowed, self.toolsets.core)[1]
+        known_deferred = deferred if scope is allowed else split_core(allowed, self.toolsets.core)[1]
         by_server: dict[str, list[ToolEntry]] = {}
         for name in deferred:
             by_server.setdefault(tools[name].server, []).append(tools[name])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -62,6 +63,43 @@ def test_entry_keeps_the_upstream_definition_apart_from_the_name() -> None:
     assert entry is not None
     assert entry.tool == upstream.model_copy(update={"name": "s__t"})
     assert upstream.name == "t"  # the caller's object is not modified
+
+
+def test_the_registry_holds_one_entry_per_tool() -> None:
+    """At fleet scale every object per tool counts: the entries kept to re-register a server when
+    names move are the registered ones, and an unchanged re-listing keeps them."""
+    registry = Registry()
+    server = "one_entry_each"  # no other test's leftovers count
+    registry.set_server_tools(server, tools("x", "y", "z"))
+    registered = dict(registry.tools)
+    assert not registry.set_server_tools(server, tools("x", "y", "z")).changed
+    gc.collect()
+    alive = [obj for obj in gc.get_objects() if isinstance(obj, ToolEntry) and obj.server == server]
+    assert sorted(map(id, alive)) == sorted(map(id, registered.values()))
+
+
+def test_servers_listing_the_same_tools_share_their_texts() -> None:
+    """Replicated servers (one per tenant, say) cost their names, not their definitions again."""
+
+    def listed() -> list[types.Tool]:  # fresh objects each time, as two connections would parse them
+        return [tool(f"t{i}", "Does " + "a thing. " * i, properties={"x": {"type": "string", "maxLength": i}})
+                for i in range(5)]
+
+    registry = Registry()
+    registry.set_server_tools("tenant1", listed())
+    registry.set_server_tools("tenant2", listed())
+    one, two = registry.get("tenant1__t3"), registry.get("tenant2__t3")
+    assert one is not None and two is not None
+    assert one.description is two.description and one._wire is two._wire
+    assert two.input_schema["properties"]["x"] == {"type": "string", "maxLength": 3}
+
+
+def test_definitions_no_tool_uses_are_let_go() -> None:
+    registry = Registry()
+    for version in range(200):  # a server whose schemas change at every listing
+        registry.set_server_tools("s", [tool("t", properties={"v": {"const": version}})])
+    assert len(registry._definitions) <= 2 * len(registry.tools) + 64
+    assert registry.get("s__t").input_schema["properties"]["v"] == {"const": 199}
 
 
 def test_unknown_names_are_none() -> None:

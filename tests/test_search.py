@@ -85,6 +85,18 @@ def test_ties_keep_name_order() -> None:
     assert idx.search("ping it please", limit=5) == ["a__ping", "b__ping"]
 
 
+def test_a_raw_name_two_servers_share_stays_exact_for_the_one_left() -> None:
+    idx = SearchIndex()
+    for server in ("b", "a", "c"):
+        idx.set_server(server, [doc(server, "ping", "Ping it")])
+    assert idx.exact("ping") == ["a__ping", "b__ping", "c__ping"]
+    idx.remove_server("a")
+    idx.remove_server("c")
+    assert idx.exact("ping") == ["b__ping"] == idx.exact("B__PING")
+    idx.remove_server("b")
+    assert idx.exact("ping") == []
+
+
 def test_acronym_of_shared_name_words(index: SearchIndex) -> None:
     assert index.search("open PR", limit=1) == ["github__create_pull_request"]
 
@@ -162,6 +174,24 @@ def test_cached_scores_follow_updates(index: SearchIndex) -> None:
     assert before != index.search("file", limit=5) == ["fs__stat"]
 
 
+def test_term_caches_stay_bounded_and_answers_stay_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    def build() -> SearchIndex:
+        idx = SearchIndex()
+        idx.set_server("github", GITHUB)
+        idx.set_server("fs", [doc("fs", "readFile", "Read the contents of a file", ("path",))])
+        return idx
+
+    queries = ["file", "pull request", "issue repository", "read", "users", "file", "open PR contents"] * 2
+    monkeypatch.setattr(search, "CACHED_TERMS", 3)
+    bounded = build()
+    answers = [bounded.search(query, limit=5) for query in queries]
+    assert len(bounded._impacts_cache) == len(bounded._arrays) == 3
+    monkeypatch.setattr(search, "CACHED_TERMS", 1000)
+    unbounded = build()
+    assert answers == [unbounded.search(query, limit=5) for query in queries]
+    assert len(unbounded._impacts_cache) > 3
+
+
 class _Reference:
     """Straightforward BM25F over dicts, per document and term, as search.py scored before its postings
     became arrays; shares only tokenizing and query expansion with the index."""
@@ -230,6 +260,18 @@ def test_array_scoring_matches_reference_on_real_fleet() -> None:
             for scope in scopes:
                 expected = reference.search(index, query, limit, scope)
                 assert index.search(query, limit=limit, scope=scope) == expected, (query, limit, scope is None)
+
+
+def test_a_word_repeated_past_255_times_in_a_field_counts_in_full() -> None:
+    """Counts are stored in one byte where they fit; a server where one does not keeps them exact."""
+    docs = [doc("s", "a", "spam " * 300), doc("s", "b", "spam " * 256), doc("s", "c", "spam eggs")]
+    index = SearchIndex()
+    index.set_server("s", docs)
+    terms = index._query_terms("spam")
+    expected = _Reference({"s": docs}).scores(terms, None)
+    scores = index._score(terms, None)
+    assert {name: scores[index._entries[name].doc_id] for name in expected} == expected
+    assert expected["s__a"] != expected["s__b"]
 
 
 def test_parameter_descriptions_and_short_enum_values_are_searchable() -> None:

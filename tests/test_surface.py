@@ -15,6 +15,7 @@ from mcp import types
 from proxy.config import ToolSearchSettings
 from proxy.listing import HEADING, estimate_tokens, listing_tokens, render_listing
 from proxy.names import BRIDGE_NAMES
+from proxy.registry import ToolEntry
 from proxy.surface import (
     ALWAYS_LOAD,
     MAX_DESCRIBE,
@@ -297,3 +298,23 @@ def test_reserved_tokens_shrink_the_listing_budget() -> None:
     full = build_surface(CORE, BULKY, DEFAULTS, 200_000)
     squeezed = build_surface(CORE, BULKY, DEFAULTS, 200_000, reserved_tokens=full.budget - 100)
     assert squeezed.budget == full.budget and squeezed.listing_tokens <= 100 < full.listing_tokens
+
+
+class _Unparsable(ToolEntry):
+    """A registry entry whose whole definition must not be needed."""
+
+    __slots__ = ()
+
+    @property
+    def tool(self) -> types.Tool:
+        raise AssertionError(f"{self.name}: the whole definition was parsed")
+
+
+def test_the_bridge_tier_reads_only_names_and_descriptions_of_deferred_tools() -> None:
+    """Parsing every entry would cost ~400 MB for a moment at 50,000 tools, and seconds of CPU."""
+    deferred = {"git": [_Unparsable("git__git_status", "git", "git_status", "Shows the working tree status.", b"")]}
+    surface = build_surface(CORE, deferred, DEFAULTS, 200_000)
+    assert surface.tier == "bridge"
+    assert "- git__git_status: Shows the working tree status." in by_name(surface)["tool_search"].description
+    with pytest.raises(AssertionError, match="parsed"):
+        build_surface(CORE, deferred, DEFAULTS, 200_000, ClientHints(exposure="direct"))

@@ -15,7 +15,7 @@ import sys
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -23,6 +23,8 @@ import numpy.typing as npt
 from proxy.search import _postings as postings
 from proxy.search._stemming import STOP_WORDS, split_words, stem, tokenize
 from proxy.text import split_sentences
+
+T = TypeVar("T")
 
 # Generic software action/object synonyms and abbreviations, groups split by ";" or a line end ("_" joins a
 # two-word phrase). A query word adds the other members of its groups at SYNONYM_WEIGHT, so "erase" still
@@ -140,14 +142,18 @@ COVERAGE_WORDS = 6
 
 @dataclass(slots=True)
 class _Entry:
-    doc: SearchDoc
+    """What the index keeps per tool once its postings are built: not the texts (~1 KB a tool)."""
+
+    raw_name: str
     name_terms: tuple[str, ...]
-    lengths: tuple[int, ...]  # tokens per field
-    doc_id: int
+    doc_id: int  # its tokens per field are the row `doc_id` of `DocIds.lengths`
 
 
 # Session scopes whose document mask is kept until the index changes (views are cached, so few recur).
 SCOPE_MASKS = 8
+# Terms whose joined postings and impacts are kept, least recently used out first: at 50,000 tools a
+# common term's take ~0.2 MB, and kept for every term ever queried they grow to ~3 copies of the index.
+CACHED_TERMS = 128
 
 
 class SearchIndex:
@@ -168,7 +174,7 @@ class SearchIndex:
         self._factors: postings.Floats | None = None  # per-doc field weight / length norm
         self._impacts_cache: dict[str, tuple[postings.Ids, postings.Floats]] = {}
         self._masks: dict[int, tuple[frozenset[str], npt.NDArray[np.bool_]]] = {}
-        self._exact: dict[str, tuple[str, ...]] = {}  # almost always one name: a tuple, not a set
+        self._exact: dict[str, str | tuple[str, ...]] = {}  # almost always one name: the name, not a tuple
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -190,14 +196,15 @@ class SearchIndex:
             tfs, lengths = _field_counts(doc, boilerplate, acronyms)
             name_terms = tuple(t for t, f in tfs.items() if f[0])
             doc_id = self._docs.add(doc.name, lengths)
-            self._entries[doc.name] = _Entry(doc, name_terms, lengths, doc_id)
+            self._entries[doc.name] = _Entry(doc.raw_name, name_terms, doc_id)
             self._add_lengths(lengths, 1)
             for term, tf in tfs.items():
                 row = rows[self._term_id(term)]
                 row[0].append(doc_id)
                 row[1].append(tf)
             for key in _exact_keys(doc):
-                self._exact[key] = (*self._exact.get(key, ()), doc.name)
+                held = self._exact.get(key)
+                self._exact[key] = doc.name if held is None else (*_names(held), doc.name)
             names.append(doc.name)
         for term_id in rows:
             term = self._terms[term_id]
@@ -224,12 +231,12 @@ class SearchIndex:
                 del self._postings[term]
         for name in self._servers.pop(server, []):
             entry = self._entries.pop(name)
+            self._add_lengths(tuple(self._docs.lengths[entry.doc_id].tolist()), -1)
             self._docs.remove(entry.doc_id)
-            self._add_lengths(entry.lengths, -1)
-            for key in {entry.doc.name.lower(), entry.doc.raw_name.lower()}:
-                rest = tuple(n for n in self._exact.get(key, ()) if n != name)
+            for key in {name.lower(), entry.raw_name.lower()}:
+                rest = tuple(n for n in _names(self._exact.get(key, ())) if n != name)
                 if rest:
-                    self._exact[key] = rest
+                    self._exact[key] = rest[0] if len(rest) == 1 else rest
                 else:
                     self._exact.pop(key, None)
 
@@ -273,7 +280,7 @@ class SearchIndex:
 
     def exact(self, query: str, scope: Collection[str] | None = None) -> list[str]:
         """Tools named exactly by the whole query (qualified or raw name), in name order: they rank first."""
-        return sorted(n for n in self._exact.get(query.strip().lower(), ()) if scope is None or n in scope)
+        return sorted(n for n in _names(self._exact.get(query.strip().lower(), ())) if scope is None or n in scope)
 
     def _query_terms(self, query: str) -> dict[str, float]:
         """Stemmed query terms with weights: joined compounds, stop words dropped, unknown words by prefix."""
@@ -312,15 +319,17 @@ class SearchIndex:
 
     def _impacts(self, term: str) -> tuple[postings.Ids, postings.Floats]:
         """A term's document ids and saturated BM25F tf per document, cached until the index next changes."""
-        cached = self._impacts_cache.get(term)
+        cached = self._impacts_cache.pop(term, None)
         if cached is None:
-            arrays = self._arrays.get(term)
+            arrays = self._arrays.pop(term, None)
             if arrays is None:
                 term_id = self._term_ids[term]
                 parts = [chunk for block in self._blocks.values() if (chunk := block.get(term_id)) is not None]
-                arrays = self._arrays[term] = postings.joined(parts)
+                arrays = postings.joined(parts)
+            _keep(self._arrays, term, arrays)
             ids, tfs = arrays
-            cached = self._impacts_cache[term] = (ids, postings.impacts(ids, tfs, self._doc_factors(), self.ranking.k1))
+            cached = (ids, postings.impacts(ids, tfs, self._doc_factors(), self.ranking.k1))
+        _keep(self._impacts_cache, term, cached)
         return cached
 
     def _score(self, terms: dict[str, float], scope: Collection[str] | None) -> postings.Floats:
@@ -363,6 +372,17 @@ class SearchIndex:
             return score * (1 + weight * covered)
 
         return {names[i]: s for i, s in postings.top_boosted(scores, limit, 1 + weight, boost).items()}
+
+
+def _keep(cache: dict[str, T], term: str, value: T) -> None:
+    """Keep `value` as the most recently used, dropping the least recently used past CACHED_TERMS."""
+    if len(cache) >= CACHED_TERMS:
+        del cache[next(iter(cache))]
+    cache[term] = value
+
+
+def _names(held: str | tuple[str, ...]) -> tuple[str, ...]:
+    return (held,) if isinstance(held, str) else held
 
 
 def _exact_keys(doc: SearchDoc) -> set[str]:

@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 Ids = npt.NDArray[np.intp] | npt.NDArray[np.int32]
 Floats = npt.NDArray[np.float64]
-Counts = npt.NDArray[np.uint16]
+Counts = npt.NDArray[np.uint8] | npt.NDArray[np.uint16]
 Chunk = tuple[Ids, Counts]  # postings: document ids and, per id, the term's frequency in each field
 
 
@@ -80,11 +80,13 @@ class Block:
         sizes = [len(rows[t][0]) for t in order]
         self.offsets = np.zeros(len(order) + 1, dtype=np.int64)
         np.cumsum(sizes, out=self.offsets[1:])
-        # int32 ids and uint16 counts (a field repeating one word 65,535 times saturates there) take a
-        # quarter of the memory of intp and float64; scoring widens them to float64 exactly.
+        # int32 ids and uint8 counts (uint16 in a block where a field repeats one word over 255 times,
+        # saturating at 65,535) take an eighth of the memory of intp and float64; scoring widens them
+        # to float64 exactly.
         self.ids = np.fromiter(itertools.chain.from_iterable(rows[t][0] for t in order), dtype=np.int32)
         counts = np.array([tf for t in order for tf in rows[t][1]], dtype=np.int64).reshape(-1, n_fields)
-        self.tfs = np.minimum(counts, np.iinfo(np.uint16).max).astype(np.uint16)
+        small = counts.max(initial=0) <= np.iinfo(np.uint8).max
+        self.tfs = counts.astype(np.uint8) if small else np.minimum(counts, np.iinfo(np.uint16).max).astype(np.uint16)
 
     def get(self, term_id: int) -> Chunk | None:
         at = int(np.searchsorted(self.term_ids, term_id))

@@ -6,6 +6,7 @@ Everything the SDK, httpx2 or the OS raise here leaves as an `UpstreamError` (se
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import logging
 import time
@@ -217,24 +218,40 @@ class Connection:
         return filter_tools(tools, self.config.tools.include, self.config.tools.exclude)
 
     async def keepalive(self, timeout: float = KEEPALIVE_TIMEOUT) -> None:
-        """Ping (a cheap list where ping is gone or unsupported); raises if the peer is dead.
+        """Make the cheapest round trip (see `_small_request`); raises if the peer is dead.
 
-        A connection busy with a call is alive by definition: its answer is what we wait for, and
-        a ping queued behind a long call would time out and kill it.
+        "Method not found" is an answer too (a server without ping); any other error ends the
+        connection (e.g. a lost session). A connection busy with a call is alive by definition: its
+        answer is what we wait for, and a ping queued behind a long call would time out and kill it.
         """
         if self.calls_in_flight:
             return
         with anyio.move_on_after(timeout) as scope:
-            if not self.modern:
-                try:
-                    await self.client.send_ping()
-                    return
-                except MCPError as exc:
-                    if exc.code != types.METHOD_NOT_FOUND:
-                        raise
-            await self.client.list_tools(cache_mode="refresh")
+            try:
+                await self._small_request()
+            except MCPError as exc:
+                if exc.code != types.METHOD_NOT_FOUND:
+                    raise
         if scope.cancelled_caught and not self.calls_in_flight:
             raise UpstreamUnavailable(self.server, f"no answer to a keepalive within {timeout:g} s")
+
+    async def drop_last_answer(self, timeout: float = KEEPALIVE_TIMEOUT) -> None:
+        """Make the SDK let go of the last answer it received, after a listing.
+
+        The SDK's read loop keeps the last message it received referenced until the next one
+        arrives; after a listing that is the server's whole tools/list answer as parsed JSON (~6 KB
+        a tool, for as long as the connection is quiet). Any small answer replaces it. Failures are
+        left to the keepalive.
+        """
+        with anyio.move_on_after(timeout), contextlib.suppress(MCPError):
+            await self._small_request()
+
+    async def _small_request(self) -> None:
+        """The cheapest request there is: ping, or `server/discover` in the 2026 era, which has no ping."""
+        if self.modern:
+            await self.client.session.send_discover(self.protocol_version)
+        else:
+            await self.client.session.send_ping()
 
     async def follow_changes(self) -> None:
         """Hold a modern `subscriptions/listen` stream open; its frames reach `Signals.on_message`."""

@@ -473,12 +473,16 @@ class Fleet:
         return up.idle_timeout
 
     async def _refresh(self, up: _Upstream, conn: Connection) -> None:
-        """List every page and register the result: one `set_server_tools`, one generation bump."""
+        """List every page and register the result: one `set_server_tools`, one generation bump.
+
+        Once listed, the SDK is made to let go of the answer it still holds (`Connection.drop_last_answer`).
+        """
         conn.signals.changed = False  # a notification during the listing triggers one more refresh
         tools = await conn.list_tools()
         if self.catalogs is not None:
             resources, templates, prompts = await conn.list_catalog()
             self.catalogs.set_server_catalog(up.name, resources, templates, prompts, prefix=up.config.prefix)
+        await conn.drop_last_answer()  # before registering: READY follows registration with no await between
         up.tool_count, up.listed = len(tools), True
         change = self.registry.set_server_tools(up.name, tools, prefix=up.config.prefix)
         if change.changed:

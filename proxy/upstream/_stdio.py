@@ -76,26 +76,42 @@ async def _pump_stdout(
     """Parse newline-delimited JSON-RPC from the child; anything else is logged and skipped."""
     assert process.stdout is not None
     noise = _StdoutNoise(server)
-    buffer = b""
+    pending = bytearray()  # appended to in place: a long line arrives in many chunks
     async with send:
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             async for chunk in process.stdout:
-                *lines, buffer = (buffer + chunk).split(b"\n")
-                if len(buffer) > max_bytes:
+                pending += chunk
+                await _forward_lines(pending, server, send, noise)
+                if len(pending) > max_bytes:
                     logger.error("server %s: a message over max_message_bytes (%d); closing the connection",
                                  server, max_bytes)
                     return
-                for line in lines:
-                    if not line.strip():
-                        continue
-                    try:
-                        message = jsonrpc_message_adapter.validate_json(line, by_name=False)
-                    except ValueError:
-                        message = salvage_tool_list(line, server)
-                        if message is None:
-                            noise.report(line)
-                            continue
-                    await send.send(SessionMessage(message))
+
+
+async def _forward_lines(
+    pending: bytearray, server: str, send: anyio.abc.ObjectSendStream[SessionMessage], noise: _StdoutNoise
+) -> None:
+    """Send the complete lines of `pending` and keep only its unfinished tail.
+
+    A function of its own so that the last line and message die with its frame: a loop variable
+    would keep the last answer (a whole tools/list, parsed) alive until the child writes again.
+    """
+    end = pending.rfind(b"\n")
+    if end < 0:
+        return
+    complete = bytes(pending[:end])
+    del pending[: end + 1]
+    for line in complete.split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except ValueError:
+            message = salvage_tool_list(line, server)
+            if message is None:
+                noise.report(line)
+                continue
+        await send.send(SessionMessage(message))
 
 
 async def _pump_stdin(process: Process, receive: anyio.abc.ObjectReceiveStream[SessionMessage]) -> None:
