@@ -11,7 +11,7 @@ transport and client); and the toolbridge process's VmRSS and peak (VmHWM), upst
 included. Then the same cold start with a hundred upstreams of 10 tools each, served by that tiny
 server and by a real SDK server (`bench/upstream.py`, whose import alone costs about half a second
 of CPU per process).
-Run: `.venv/bin/python -m bench.scale [--sizes 1000,10000,50000] [--upstreams 100] [--runs 100]`.
+Run: `.venv/bin/python -m bench.scale [--sizes 1000,10000,50000] [--upstreams 100] [--runs 100] [--distinct]`.
 """
 
 from __future__ import annotations
@@ -167,10 +167,10 @@ def _verdicts(runs: list[Run]) -> None:
                   f"with {run.children} children running")
 
 
-async def main(sizes: list[int], per_server: int, upstreams: int, runs: int) -> None:
+async def main(sizes: list[int], per_server: int, upstreams: int, runs: int, distinct: bool) -> None:
     print(__doc__.splitlines()[0])
     print(machine_summary())
-    plans = [(synthetic_fleet(size, per_server), False, runs) for size in sizes]
+    plans = [(synthetic_fleet(size, per_server, distinct=distinct), False, runs) for size in sizes]
     if upstreams:
         many = replace(synthetic_fleet(upstreams * 10, per_server=10), label=f"{upstreams} upstreams")
         plans += [(many, False, 0), (many, True, 0)]
@@ -196,6 +196,8 @@ if __name__ == "__main__":
     parser.add_argument("--per-server", type=int, default=500, help="tools per upstream in the sized fleets")
     parser.add_argument("--upstreams", type=int, default=100, help="upstreams in the cold-start fleet (0: skip)")
     parser.add_argument("--runs", type=int, default=100, help="warm tools/list and tool_search calls per size")
+    parser.add_argument("--distinct", action="store_true",
+                        help="no two tools of the sized fleets share a description (copies repeat the real ones')")
     options = parser.parse_args()
     anyio.run(main, [int(s) for s in options.sizes.split(",") if s], options.per_server, options.upstreams,
-              options.runs)
+              options.runs, options.distinct)
