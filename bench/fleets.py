@@ -7,6 +7,7 @@ and one stdio command per server, which both toolbridge (`upstreams/*.yaml`) and
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import sys
@@ -47,9 +48,14 @@ def real_fleet(catalog: Path = CATALOGS / "real-fleet.json") -> Fleet:
     return Fleet("real-fleet", {name: entry["tools"] for name, entry in servers.items()})
 
 
-def synthetic_fleet(tools: int, per_server: int = 500, catalog: Path = CATALOGS / "real-fleet.json") -> Fleet:
+def synthetic_fleet(tools: int, per_server: int = 500, catalog: Path = CATALOGS / "real-fleet.json",
+                    distinct: bool = False) -> Fleet:
     """`tools` real tools, cycled through the real fleet and renamed `<server>_<tool>[_<copy>]`,
-    `per_server` to a server (`syn000`, `syn001`, ...): real descriptions and schemas at any size."""
+    `per_server` to a server (`syn000`, `syn001`, ...): real descriptions and schemas at any size.
+
+    The copies repeat the real fleet's texts every 839 tools; with `distinct`, every tool's
+    description and parameter descriptions end with its name, so no two tools share a text.
+    """
     real = [(server, tool) for server, entry in json.loads(catalog.read_text())["servers"].items()
             for tool in entry["tools"]]
     servers: dict[str, list[dict[str, Any]]] = {}
@@ -58,8 +64,19 @@ def synthetic_fleet(tools: int, per_server: int = 500, catalog: Path = CATALOGS 
         server, tool = real[index % len(real)]
         copy = index // len(real)
         name = f"{server}_{tool['name']}" + (f"_{copy}" if copy else "")
+        tool = _tagged(tool, name) if distinct else tool
         servers.setdefault(f"syn{index // per_server:0{max(3, width)}d}", []).append({**tool, "name": name})
-    return Fleet(f"synthetic {tools:,}", servers)
+    return Fleet(f"{'distinct' if distinct else 'synthetic'} {tools:,}", servers)
+
+
+def _tagged(tool: dict[str, Any], tag: str) -> dict[str, Any]:
+    """`tool` with ` [tag]` after its description and each top-level parameter's."""
+    tool = copy.deepcopy(tool)
+    tool["description"] = f"{tool.get('description') or ''} [{tag}]"
+    for spec in (tool.get("inputSchema") or {}).get("properties", {}).values():
+        if isinstance(spec, dict):
+            spec["description"] = f"{spec.get('description') or ''} [{tag}]"
+    return tool
 
 
 def write_fleet(fleet: Fleet, directory: Path, sdk: bool = False) -> dict[str, list[str]]:

@@ -14,7 +14,8 @@ of CPU per process), and `--warm-runs` warm starts on each one's cached catalogs
 lazy, over stdio (the client spawns toolbridge and sends `initialize` at once) and over HTTP: each
 from spawn to the first `tools/list` answer, split by `bench/stamped.py` into the interpreter's
 start, importing the SDK, importing toolbridge, and the rest (wall and toolbridge's CPU).
-Run: `.venv/bin/python -m bench.scale [--sizes 1000,10000,50000] [--upstreams 100] [--runs 100] [--warm-runs 5]`.
+Run: `.venv/bin/python -m bench.scale [--sizes 1000,10000,50000] [--upstreams 100] [--runs 100] [--warm-runs 5]
+[--distinct]` (`--distinct`: no two tools of the sized fleets share a description).
 """
 
 from __future__ import annotations
@@ -255,10 +256,11 @@ def _verdicts(runs: list[Run]) -> None:
                   f"({empty.rss_mb:.0f} MiB) = {above * 1024 / run.fleet.tool_count:.2f} KiB per tool")
 
 
-async def main(sizes: list[int], per_server: int, upstreams: int, runs: int, warm_runs: int) -> None:
+async def main(sizes: list[int], per_server: int, upstreams: int, runs: int, warm_runs: int,
+               distinct: bool) -> None:
     print(__doc__.splitlines()[0])
     print(machine_summary())
-    plans = [(synthetic_fleet(size, per_server), False, runs) for size in sizes]
+    plans = [(synthetic_fleet(size, per_server, distinct=distinct), False, runs) for size in sizes]
     if upstreams:
         many = replace(synthetic_fleet(upstreams * 10, per_server=10), label=f"{upstreams} upstreams")
         plans += [(many, False, 0), (many, True, 0)]
@@ -288,6 +290,8 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=100, help="warm tools/list and tool_search calls per size")
     parser.add_argument("--warm-runs", type=int, default=5,
                         help="warm, lazy starts of the upstream fleet per transport and kind (0: skip)")
+    parser.add_argument("--distinct", action="store_true",
+                        help="no two tools of the sized fleets share a description (copies repeat the real ones')")
     options = parser.parse_args()
     anyio.run(main, [int(s) for s in options.sizes.split(",") if s], options.per_server, options.upstreams,
-              options.runs, options.warm_runs)
+              options.runs, options.warm_runs, options.distinct)

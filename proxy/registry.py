@@ -32,6 +32,7 @@ logger = logging.getLogger(__name__)
 # per distinct result model is checked: the handshake-era versions share one.
 _LIST_VERSIONS = sorted({model: version for (method, version), model in sorted(SERVER_RESULTS.items())
                          if method == "tools/list"}.values())
+_CHECKED_AT_ONCE = 50  # tools per check: a whole 500-tool list's dump and models take ~5 MB at a time
 
 
 def _wire_valid(tools: list[types.Tool]) -> bool:
@@ -57,7 +58,8 @@ def _servable_tools(server: str, tools: Iterable[types.Tool]) -> dict[str, types
         if len(same) > 1:
             logger.warning("server %s: tool %.80r is listed %d times; one is kept", server, name, len(same))
         kept[name] = min(same, key=lambda tool: tool.model_dump_json())
-    if _wire_valid(list(kept.values())):
+    listed = list(kept.values())
+    if all(_wire_valid(listed[at:at + _CHECKED_AT_ONCE]) for at in range(0, len(listed), _CHECKED_AT_ONCE)):
         return kept
     for name, tool in list(kept.items()):
         if not _wire_valid([tool]):

@@ -97,6 +97,19 @@ async def test_a_cache_for_another_config_or_a_corrupt_one_is_a_miss(tmp_path: P
     assert cache.load(stdio_config("a")) is None
 
 
+async def test_a_stored_catalog_is_one_json_document_that_loads_back(tmp_path: Path) -> None:
+    cache = CatalogCache(tmp_path / "catalogs")
+    tools = [types.Tool(name="grüße", description="Sagt „hallo“.", input_schema={"type": "object"}),
+             types.Tool(name="t", input_schema={"type": "object", "properties": {"x": {"type": "integer"}}},
+                        annotations=types.ToolAnnotations(read_only_hint=True))]
+    for listed in (tools, []):
+        cache.store(stdio_config("a"), listed)
+        document = json.loads(next(cache.directory.glob("a.*.json")).read_text(encoding="utf-8"))
+        assert document == {"format": 1, "server": "a",
+                            "tools": [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in listed]}
+        assert cache.load(stdio_config("a")) == listed
+
+
 async def test_a_call_to_a_hanging_server_waits_for_its_connect_timeout_only(tmp_path: Path) -> None:
     cache = CatalogCache(tmp_path / "catalogs")
     cache.store(stdio_config("hang", "--hang", connect_timeout=1),

@@ -182,14 +182,14 @@ def test_term_caches_stay_bounded_and_answers_stay_the_same(monkeypatch: pytest.
         return idx
 
     queries = ["file", "pull request", "issue repository", "read", "users", "file", "open PR contents"] * 2
-    monkeypatch.setattr(search, "CACHED_TERMS", 3)
+    monkeypatch.setattr(search, "TERM_CACHE_BYTES", 0)  # only the latest term's arrays stay
     bounded = build()
     answers = [bounded.search(query, limit=5) for query in queries]
-    assert len(bounded._impacts_cache) == len(bounded._arrays) == 3
-    monkeypatch.setattr(search, "CACHED_TERMS", 1000)
+    assert len(bounded._impacts_cache) == len(bounded._arrays) == 1
+    monkeypatch.setattr(search, "TERM_CACHE_BYTES", 1 << 30)
     unbounded = build()
     assert answers == [unbounded.search(query, limit=5) for query in queries]
-    assert len(unbounded._impacts_cache) > 3
+    assert len(unbounded._impacts_cache) > 10
 
 
 class _Reference:

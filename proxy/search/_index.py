@@ -15,7 +15,7 @@ import sys
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -24,7 +24,7 @@ from proxy.search import _postings as postings
 from proxy.search._stemming import STOP_WORDS, split_words, stem, tokenize
 from proxy.text import split_sentences
 
-T = TypeVar("T")
+A = TypeVar("A", bound=tuple[npt.NDArray[Any], ...])
 
 # Generic software action/object synonyms and abbreviations, groups split by ";" or a line end ("_" joins a
 # two-word phrase). A query word adds the other members of its groups at SYNONYM_WEIGHT, so "erase" still
@@ -151,9 +151,9 @@ class _Entry:
 
 # Session scopes whose document mask is kept until the index changes (views are cached, so few recur).
 SCOPE_MASKS = 8
-# Terms whose joined postings and impacts are kept, least recently used out first: at 50,000 tools a
-# common term's take ~0.2 MB, and kept for every term ever queried they grow to ~3 copies of the index.
-CACHED_TERMS = 128
+# Bytes of joined postings, and of impacts, kept per term, least recently used out first: at 50,000 tools
+# a common term's take ~0.2 MB, the dev queries' ~12 MB in all, and every term's ~3 copies of the postings.
+TERM_CACHE_BYTES = 8 << 20
 
 
 class SearchIndex:
@@ -170,9 +170,9 @@ class SearchIndex:
         self._terms: list[str] = []
         self._total_lengths = [0] * len(FIELDS)
         # Lazy caches: arrays per term (dropped when its postings change), the rest until any change.
-        self._arrays: dict[str, postings.Chunk] = {}
+        self._arrays: _TermCache[postings.Chunk] = _TermCache()
         self._factors: postings.Floats | None = None  # per-doc field weight / length norm
-        self._impacts_cache: dict[str, tuple[postings.Ids, postings.Floats]] = {}
+        self._impacts_cache: _TermCache[tuple[postings.Ids, postings.Floats]] = _TermCache()
         self._masks: dict[int, tuple[frozenset[str], npt.NDArray[np.bool_]]] = {}
         self._exact: dict[str, str | tuple[str, ...]] = {}  # almost always one name: the name, not a tuple
 
@@ -209,7 +209,7 @@ class SearchIndex:
         for term_id in rows:
             term = self._terms[term_id]
             self._postings[term] = self._postings.get(term, 0) + 1
-            self._arrays.pop(term, None)
+            self._arrays.discard(term)
         self._blocks[server] = postings.Block(rows, len(FIELDS))
         self._servers[server] = names
 
@@ -225,7 +225,7 @@ class SearchIndex:
         block = self._blocks.pop(server, None)
         for term_id in block.term_ids.tolist() if block is not None else ():
             term = self._terms[term_id]
-            self._arrays.pop(term, None)
+            self._arrays.discard(term)
             self._postings[term] -= 1
             if not self._postings[term]:
                 del self._postings[term]
@@ -319,17 +319,17 @@ class SearchIndex:
 
     def _impacts(self, term: str) -> tuple[postings.Ids, postings.Floats]:
         """A term's document ids and saturated BM25F tf per document, cached until the index next changes."""
-        cached = self._impacts_cache.pop(term, None)
+        cached = self._impacts_cache.get(term)
         if cached is None:
-            arrays = self._arrays.pop(term, None)
+            arrays = self._arrays.get(term)
             if arrays is None:
                 term_id = self._term_ids[term]
                 parts = [chunk for block in self._blocks.values() if (chunk := block.get(term_id)) is not None]
                 arrays = postings.joined(parts)
-            _keep(self._arrays, term, arrays)
+                self._arrays.put(term, arrays)
             ids, tfs = arrays
             cached = (ids, postings.impacts(ids, tfs, self._doc_factors(), self.ranking.k1))
-        _keep(self._impacts_cache, term, cached)
+            self._impacts_cache.put(term, cached)
         return cached
 
     def _score(self, terms: dict[str, float], scope: Collection[str] | None) -> postings.Floats:
@@ -374,11 +374,41 @@ class SearchIndex:
         return {names[i]: s for i, s in postings.top_boosted(scores, limit, 1 + weight, boost).items()}
 
 
-def _keep(cache: dict[str, T], term: str, value: T) -> None:
-    """Keep `value` as the most recently used, dropping the least recently used past CACHED_TERMS."""
-    if len(cache) >= CACHED_TERMS:
-        del cache[next(iter(cache))]
-    cache[term] = value
+class _TermCache(Generic[A]):
+    """Arrays per term, least recently used out first once they take over TERM_CACHE_BYTES."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, A] = {}
+        self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, term: str) -> A | None:
+        value = self._items.pop(term, None)
+        if value is not None:
+            self._items[term] = value  # now the most recently used
+        return value
+
+    def put(self, term: str, value: A) -> None:
+        self.discard(term)
+        self._items[term] = value
+        self._bytes += _nbytes(value)
+        while self._bytes > TERM_CACHE_BYTES and len(self._items) > 1:
+            self.discard(next(iter(self._items)))
+
+    def discard(self, term: str) -> None:
+        value = self._items.pop(term, None)
+        if value is not None:
+            self._bytes -= _nbytes(value)
+
+    def clear(self) -> None:
+        self._items.clear()
+        self._bytes = 0
+
+
+def _nbytes(arrays: tuple[npt.NDArray[Any], ...]) -> int:
+    return sum(array.nbytes for array in arrays)
 
 
 def _names(held: str | tuple[str, ...]) -> tuple[str, ...]:

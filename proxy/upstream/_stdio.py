@@ -96,12 +96,11 @@ async def _forward_lines(
     A function of its own so that the last line and message die with its frame: a loop variable
     would keep the last answer (a whole tools/list, parsed) alive until the child writes again.
     """
-    end = pending.rfind(b"\n")
-    if end < 0:
-        return
-    complete = bytes(pending[:end])
-    del pending[: end + 1]
-    for line in complete.split(b"\n"):
+    start = 0
+    while (end := pending.find(b"\n", start)) >= 0:
+        with memoryview(pending) as view:
+            line = bytes(view[start:end])  # one copy of a line that may be megabytes long
+        start = end + 1
         if not line.strip():
             continue
         try:
@@ -112,6 +111,7 @@ async def _forward_lines(
                 noise.report(line)
                 continue
         await send.send(SessionMessage(message))
+    del pending[:start]
 
 
 async def _pump_stdin(process: Process, receive: anyio.abc.ObjectReceiveStream[SessionMessage]) -> None:
