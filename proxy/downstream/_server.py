@@ -217,6 +217,7 @@ class Handlers:
         used = [name for name in names if name in view.deferred]
         if session is None or not view.promote or not used:
             return
+        await self._load_promotions(session, view)  # what other replicas recorded is kept, not overwritten
         for name in used:
             self.promotions.use(session, name)
         self.notifier.recheck()
@@ -315,7 +316,6 @@ class Handlers:
         target: list[ToolEntry] = []  # the upstream tool this call reached, once known
         error: Exception | None = None
         session = promotion_key(ctx)
-        await self._load_promotions(session, view)
         try:
             result = await self._dispatch(session, view, params.name, arguments, channel, target)
         except InvalidArguments as exc:
@@ -354,6 +354,8 @@ class Handlers:
             prepared = await bridge.prepare_call(self.views, view, arguments)
             target.append(prepared.entry)
             return await self._forward(prepared.entry, prepared.arguments, channel)
+        if view.surface.tier == "bridge" and name not in view.core:
+            await self._load_promotions(session, view)  # another replica may have promoted it
         direct = view.core.union(self._promoted(session, view)) if view.surface.tier == "bridge" else view.scope
         entry = self.views.registry.get(name)
         if entry is None or name not in direct:

@@ -136,5 +136,5 @@ async def test_replicas_sharing_redis_list_and_answer_a_sessionless_clients_prom
             assert not called.is_error
         async with Client(streamable_http_client(f"{second}/mcp"), client_info=info) as client:
             assert client.protocol_version == "2026-07-28"
+            assert not (await client.call_tool("beta__beta_0001", {"value": 2})).is_error  # before any list here
             assert "beta__beta_0001" in {t.name for t in (await client.list_tools()).tools}
-            assert not (await client.call_tool("beta__beta_0001", {"value": 2})).is_error
