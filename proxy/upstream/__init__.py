@@ -11,8 +11,9 @@ from proxy.upstream._backchannel import BackChannel, InFlight, NoticeSink, clien
 from proxy.upstream._backoff import next_delay
 from proxy.upstream._cache import CatalogCache, config_key
 from proxy.upstream._client import Connection, ProgressCallback, connect, filter_tools, strip_server_info
-from proxy.upstream._fleet import CatalogSink, Fleet, ServerStatus, ToolSink, UpstreamState
+from proxy.upstream._fleet import CatalogSink, Fleet, ToolSink
 from proxy.upstream._login import login
+from proxy.upstream._member import ServerStatus, UpstreamState
 from proxy.upstream._oauth import token_store
 from proxy.upstream._stdio import resolve_command
 

@@ -11,13 +11,11 @@ Stdio children start at most `spawn_concurrency` at a time, so a large fleet doe
 
 from __future__ import annotations
 
-import enum
 import logging
 import math
 import os
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -38,8 +36,9 @@ from proxy.shared import CatalogCache  # on disk (upstream/_cache.py) or in Redi
 from proxy.upstream._availability import Availability
 from proxy.upstream._backchannel import BackChannel, NoticeSink
 from proxy.upstream._backoff import next_delay
-from proxy.upstream._client import KEEPALIVE_TIMEOUT, Connection, ProgressCallback, TransportChoice, connect
+from proxy.upstream._client import KEEPALIVE_TIMEOUT, Connection, ProgressCallback, connect
 from proxy.upstream._consent import LOGIN_POLL, Consent
+from proxy.upstream._member import STARTABLE, Member, ServerStatus, UpstreamState
 
 logger = logging.getLogger(__name__)
 
@@ -70,63 +69,6 @@ class CatalogSink(Protocol):
     ) -> None: ...
 
     def remove_server(self, server: str) -> None: ...
-
-
-class UpstreamState(enum.Enum):
-    LAZY = "lazy"  # listed from the cached catalog, not started yet
-    STARTING = "starting"
-    READY = "ready"  # running
-    STOPPED = "stopped"  # stopped when idle; still listed, started again by the next call
-    BACKOFF = "backoff"
-    PARKED = "parked"
-    DISABLED = "disabled"
-    NEEDS_AUTH = "needs-auth"  # an OAuth upstream waiting for `toolbridge login`; its known tools stay offered
-
-
-@dataclass(frozen=True)
-class ServerStatus:
-    """One row of `Fleet.status()`; every text in it is already redacted."""
-
-    name: str
-    state: UpstreamState
-    reason: str
-    tools: int
-    transport: str
-    protocol_version: str | None
-    last_error: str | None
-    restarts: int = 0
-    connected_since: float | None = None  # wall-clock seconds since the epoch
-
-
-@dataclass
-class _Upstream:
-    config: UpstreamConfig
-    state: UpstreamState = UpstreamState.STARTING
-    reason: str = "starting"
-    last_error: str | None = None
-    transport: TransportChoice = "auto"
-    connection: Connection | None = None
-    tool_count: int = 0
-    failures: int = 0
-    settled: bool = False  # registered (live or from the cache) or failed once
-    tried: bool = False  # connected or failed once, or lazy: what a one-shot command waits for
-    state_changed: anyio.Event = field(default_factory=anyio.Event)
-    lazy: bool = False
-    idle_timeout: float | None = None
-    listed: bool = False  # its tools are in the registry (from the cache or a connection)
-    stored: bool = False  # the cache holds what the registry holds
-    used: bool = False  # a call asked for it since it last started
-    pending: int = 0  # calls waiting for it or running on it
-    last_used: float = 0.0
-    wake: anyio.Event = field(default_factory=anyio.Event)
-    restarts: int = 0
-    connected_since: float | None = None
-    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    consent: Consent | None = None  # an `auth: oauth` upstream's, once it first connects
-
-    @property
-    def name(self) -> str:
-        return self.config.name
 
 
 class Fleet:
@@ -176,8 +118,8 @@ class Fleet:
         self._desired: dict[str, UpstreamConfig] = dict(upstreams)
         self._desired_changed = anyio.Event()
 
-    def _new_upstream(self, config: UpstreamConfig) -> _Upstream:
-        up = _Upstream(config, transport="stdio" if config.is_stdio else (config.transport or "auto"),
+    def _new_upstream(self, config: UpstreamConfig) -> Member:
+        up = Member(config, transport="stdio" if config.is_stdio else (config.transport or "auto"),
                        lazy=self._lazy if config.lazy is None else config.lazy,
                        idle_timeout=(config.idle_timeout or self._idle_timeout) if config.is_stdio else None)
         if not config.enabled:
@@ -228,13 +170,13 @@ class Fleet:
             self._start(tg, up)
         self._check_ready()
 
-    def _start(self, tg: anyio.abc.TaskGroup, up: _Upstream) -> None:
+    def _start(self, tg: anyio.abc.TaskGroup, up: Member) -> None:
         if up.state is UpstreamState.DISABLED:
             self._withdraw(up)
             return
         tg.start_soon(self._run_upstream, up, name=f"upstream {up.name}")
 
-    async def _run_upstream(self, up: _Upstream) -> None:
+    async def _run_upstream(self, up: Member) -> None:
         with up.scope:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._supervise, up)
@@ -247,22 +189,14 @@ class Fleet:
     def is_offered(self, server: str) -> bool:
         """Running, or listed and startable on demand (lazy, stopped, or starting with a known catalog)."""
         up = self._servers.get(server)
-        return up is not None and _offered(up)
+        return up is not None and up.offered
 
     def status(self) -> list[ServerStatus]:
-        return [
-            ServerStatus(up.name, up.state, up.reason, up.tool_count if _offered(up) else 0,
-                         up.connection.transport if up.connection else up.transport,
-                         up.connection.protocol_version if up.connection else None, up.last_error,
-                         up.restarts, up.connected_since)
-            for up in sorted(self._servers.values(), key=lambda u: u.name)
-        ]
+        return [up.status() for up in sorted(self._servers.values(), key=lambda u: u.name)]
 
     async def wait_state(self, server: str, *states: UpstreamState) -> None:
         """Wait until `server` is in one of `states` (bound it with `fail_after`)."""
-        up = self._servers[server]
-        while up.state not in states:
-            await up.state_changed.wait()
+        await self._servers[server].wait_for(*states)
 
     async def call_tool(
         self,
@@ -294,51 +228,25 @@ class Fleet:
         up.pending += 1
         up.used = True
         try:
-            await self._until_started(up)
+            await up.until_started()
             if up.state is UpstreamState.NEEDS_AUTH:
                 await self._consent_for_call(up, channel)
-            conn = await self._live_connection(up)
+            conn = await up.live_connection()
             try:
                 return await conn.call_tool(raw_name, arguments, timeout=up.config.timeout,
                                             progress_callback=progress_callback, channel=channel)
             except SessionLost:
-                await self._wait_replaced(up, conn)
+                await up.wait_replaced(conn)
             except UpstreamUnavailable:
                 if up.consent is None or not up.consent.needed:
                     raise
                 await self._consent_for_call(up, channel)  # the token went mid-call: refused with a 401, never ran
-            conn = await self._live_connection(up)
+            conn = await up.live_connection()
             return await conn.call_tool(raw_name, arguments, timeout=up.config.timeout,
                                         progress_callback=progress_callback, channel=channel)
         finally:
             up.pending -= 1
             up.last_used = anyio.current_time()
-
-    async def _live_connection(self, up: _Upstream) -> Connection:
-        """The server's connection, after a bounded wait if it is (re)starting (SPEC §6.7).
-
-        Raises:
-            UpstreamUnavailable: still not connected after the wait, or parked or disabled.
-        """
-        waiting = (UpstreamState.STARTING, UpstreamState.BACKOFF)
-        if up.state in waiting:
-            bound = up.config.connect_timeout if up.state is UpstreamState.STARTING else up.config.restart_wait
-            with anyio.move_on_after(bound):
-                while up.state in waiting:
-                    await up.state_changed.wait()
-        if up.state is not UpstreamState.READY or up.connection is None:
-            raise UpstreamUnavailable(up.name, f"temporarily unavailable ({up.reason})")
-        return up.connection
-
-    async def _until_started(self, up: _Upstream) -> None:
-        """Start a lazy or stopped server, and wait (within its connect_timeout) while it connects."""
-        if up.state not in _WAKING:
-            return
-        if up.state in _STARTABLE:
-            up.wake.set()
-        with anyio.move_on_after(up.config.connect_timeout):
-            while up.state in _WAKING:
-                await up.state_changed.wait()
 
     async def request(
         self, server: str, what: str, operation: Callable[[Client], Awaitable[T]], channel: BackChannel | None = None
@@ -365,10 +273,10 @@ class Fleet:
 
     # --- supervision -----------------------------------------------------------------------------
 
-    async def _supervise(self, up: _Upstream) -> None:
+    async def _supervise(self, up: Member) -> None:
         try:
             while True:
-                if up.state in _STARTABLE:
+                if up.state in STARTABLE:
                     await up.wake.wait()
                     up.wake = anyio.Event()
                     self._set_state(up, UpstreamState.STARTING, "starting (a call needs it)")
@@ -387,7 +295,7 @@ class Fleet:
             if self._servers.get(up.name, up) is up:  # a restarted server's successor keeps its tools
                 self._withdraw(up)
 
-    async def _connect_and_serve(self, up: _Upstream) -> bool:
+    async def _connect_and_serve(self, up: Member) -> bool:
         """One connection's life: connect, list, serve until it ends; True when stopped for being idle.
 
         A stdio child waits for a spawn slot, held until its tools are listed; `connect_timeout`
@@ -428,7 +336,7 @@ class Fleet:
                 slot.release()
         raise UpstreamTimeout(up.name, f"no answer within connect_timeout ({config.connect_timeout:g} s)")
 
-    async def _run_connected(self, up: _Upstream, conn: Connection) -> bool:
+    async def _run_connected(self, up: Member, conn: Connection) -> bool:
         try:
             up.last_used = anyio.current_time()  # idleness counts from the start
             self._set_state(up, UpstreamState.READY, f"connected ({conn.transport})")
@@ -441,13 +349,13 @@ class Fleet:
             self._drop(up)
             raise
 
-    async def _serve(self, up: _Upstream, conn: Connection) -> bool:
+    async def _serve(self, up: Member, conn: Connection) -> bool:
         """Re-list on change, ping when quiet, stop when idle (True); raise when the connection is gone."""
         signals = conn.signals
         pinged = anyio.current_time()
         while True:
             now = anyio.current_time()
-            limit = self._idle_limit(up)
+            limit = up.idle_limit
             if limit is not None and up.pending == 0 and now - up.last_used >= limit:
                 up.connection, up.used = None, False
                 self._set_state(up, UpstreamState.STOPPED, "stopped (idle); the next call starts it"
@@ -465,14 +373,7 @@ class Fleet:
                 await conn.keepalive(self._keepalive_timeout)
                 pinged = anyio.current_time()
 
-    @staticmethod
-    def _idle_limit(up: _Upstream) -> float | None:
-        """How long the server may sit unused: 0 for a lazy one started only to fill the cache."""
-        if up.lazy and not up.used:
-            return 0.0
-        return up.idle_timeout
-
-    async def _refresh(self, up: _Upstream, conn: Connection) -> None:
+    async def _refresh(self, up: Member, conn: Connection) -> None:
         """List every page and register the result: one `set_server_tools`, one generation bump.
 
         Once listed, the SDK is made to let go of the answer it still holds (`Connection.drop_last_answer`).
@@ -492,7 +393,7 @@ class Fleet:
             self._cache.store(up.config, tools)
             up.stored = True
 
-    def _list_cached(self, ups: Iterable[_Upstream]) -> None:
+    def _list_cached(self, ups: Iterable[Member]) -> None:
         """Register the servers' cached catalogs, if any, in one go: each is listed (and settled) before
         it connects, and a lazy one is not started."""
         if self._cache is None:
@@ -506,7 +407,7 @@ class Fleet:
                 up.tried = True
                 self._set_state(up, UpstreamState.LAZY, "not started; tools from the cached catalog")
 
-    def _drop(self, up: _Upstream) -> None:
+    def _drop(self, up: Member) -> None:
         """The connection is ending: stop routing calls to it before it is torn down.
 
         It was up, so the server can start: its backoff starts over, and a server killed now and
@@ -517,7 +418,7 @@ class Fleet:
         if up.state is UpstreamState.READY:
             self._set_state(up, UpstreamState.BACKOFF, "connection closed")
 
-    async def _after_failure(self, up: _Upstream, error: UpstreamError) -> None:
+    async def _after_failure(self, up: Member, error: UpstreamError) -> None:
         up.failures += 1
         up.last_error = str(error)
         self._settle(up)
@@ -538,7 +439,7 @@ class Fleet:
         await anyio.sleep(delay)
 
 
-    async def _wait_for_consent(self, up: _Upstream, error: UpstreamNeedsAuth) -> None:
+    async def _wait_for_consent(self, up: Member, error: UpstreamNeedsAuth) -> None:
         """No retry loop and no parking: try again once a login stored new tokens (or after `reprobe`)."""
         if up.state is not UpstreamState.NEEDS_AUTH:
             logger.warning("%s", error)
@@ -546,12 +447,12 @@ class Fleet:
         self._set_state(up, UpstreamState.NEEDS_AUTH, error.reason)
         await self._consent_of(up).wait_for_login(self._reprobe)
 
-    def _consent_of(self, up: _Upstream) -> Consent:
+    def _consent_of(self, up: Member) -> Consent:
         if up.consent is None or up.consent.config is not up.config:
             up.consent = Consent(up.config, self._config_dir, self._login_poll)
         return up.consent
 
-    async def _consent_for_call(self, up: _Upstream, channel: BackChannel | None) -> Connection | None:
+    async def _consent_for_call(self, up: Member, channel: BackChannel | None) -> Connection | None:
         """Ask the caller's user to authorize (URL elicitation), then wait for the new connection.
 
         Raises:
@@ -559,41 +460,37 @@ class Fleet:
         """
         await self._consent_of(up).ask(channel)
         with anyio.move_on_after(up.config.connect_timeout + self._login_poll):
-            await self.wait_state(up.name, UpstreamState.READY)
+            await up.wait_for(UpstreamState.READY)
         return up.connection
     # --- state bookkeeping -----------------------------------------------------------------------
 
-    def _withdraw(self, up: _Upstream) -> None:
+    def _withdraw(self, up: Member) -> None:
         self.registry.remove_server(up.name)
         if self.catalogs is not None:
             self.catalogs.remove_server(up.name)
 
-    def _set_state(self, up: _Upstream, state: UpstreamState, reason: str) -> None:
-        was_offered = _offered(up)
+    def _set_state(self, up: Member, state: UpstreamState, reason: str) -> None:
+        was_offered = up.offered
         up.state, up.reason = state, reason
         logger.info("server %s: %s (%s)", up.name, state.value, reason)
-        if was_offered != _offered(up):
+        if was_offered != up.offered:
             self.availability.forget(up.name)
             self.registry.bump()
         up.state_changed.set()
         up.state_changed = anyio.Event()
 
-    async def _wait_until(self, up: _Upstream, offered: bool) -> None:
-        while _offered(up) != offered:
-            await up.state_changed.wait()
-
-    async def _withdraw_after_grace(self, up: _Upstream) -> None:
+    async def _withdraw_after_grace(self, up: Member) -> None:
         """A server still down after the flake window: make sessions re-evaluate, so its tools leave."""
         while True:
-            await self._wait_until(up, offered=True)
-            await self._wait_until(up, offered=False)
+            await up.wait_offered(True)
+            await up.wait_offered(False)
             with anyio.move_on_after(self._grace) as grace:
-                await self._wait_until(up, offered=True)
+                await up.wait_offered(True)
             if grace.cancelled_caught:
                 self.availability.forget(up.name)
                 self.registry.bump()
 
-    def _settle(self, up: _Upstream) -> None:
+    def _settle(self, up: Member) -> None:
         if not (up.settled and up.tried):
             up.settled = up.tried = True
             self._check_ready()
@@ -603,21 +500,3 @@ class Fleet:
             self.ready.set()
         if all(up.tried for up in self._servers.values()):
             self.started.set()
-
-    async def _wait_replaced(self, up: _Upstream, old: Connection) -> None:
-        """Wait (within connect_timeout) for the supervisor to bring up a new connection."""
-        with anyio.move_on_after(up.config.connect_timeout):
-            while up.state is not UpstreamState.PARKED and (
-                up.state is not UpstreamState.READY or up.connection is old
-            ):
-                await up.state_changed.wait()
-
-
-_STARTABLE = (UpstreamState.LAZY, UpstreamState.STOPPED)
-_WAKING = (*_STARTABLE, UpstreamState.STARTING)  # what a call waits through before it can be sent
-
-
-def _offered(up: _Upstream) -> bool:
-    """Its tools are offered: it runs, or it is listed and a call would start it (or ask for consent)."""
-    return up.state in (UpstreamState.READY, UpstreamState.NEEDS_AUTH) or up.state in _STARTABLE or (
-        up.state is UpstreamState.STARTING and up.listed)
