@@ -26,7 +26,7 @@ from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from proxy import __version__
 from proxy.downstream import _bridge as bridge
-from proxy.downstream._arguments import check_arguments
+from proxy.downstream._arguments import check_call, entry_schema
 from proxy.downstream._channels import RequestContext, SessionChannel
 from proxy.downstream._identity import SessionlessClient, client_name, promotion_key, session_key
 from proxy.downstream._large import LargeResults
@@ -243,7 +243,7 @@ class Handlers:
 
     def input_schema(self, name: str) -> Mapping[str, Any] | None:
         entry = self.views.registry.get(name)
-        return entry.input_schema if entry is not None else None
+        return entry_schema(entry) if entry is not None else None
 
     async def listen(
         self, ctx: RequestContext, params: types.SubscriptionsListenRequestParams
@@ -361,7 +361,7 @@ class Handlers:
         if entry is None or name not in direct:
             raise UnknownTool(name, bridge.suggest(view, name), searchable=view.surface.tier == "bridge")
         target.append(entry)
-        return await self._forward(entry, await check_arguments(arguments, entry.input_schema), channel)
+        return await self._forward(entry, await check_call(arguments, entry), channel)
 
     async def _forward(
         self, entry: ToolEntry, arguments: dict[str, Any], channel: SessionChannel | RoundTripChannel

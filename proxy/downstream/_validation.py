@@ -16,7 +16,8 @@ Most calls are small, though: a schema without references and arguments of a few
 validation runs on the loop (tens of microseconds, where the thread hop alone costs more), since
 its cost is bounded by the sizes `_small` checks: with no `$ref` nothing is evaluated twice but
 under `unevaluated*` (left to the thread too), so the work is at most schema nodes times argument
-nodes, plus linear-time RE2 over bounded strings. Validator classes are built once per draft.
+nodes, plus linear-time RE2 over bounded strings. Validator classes are built once per draft, and
+a validator once per schema that is checked on the loop (`PreparedSchema`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from referencing.exceptions import NoSuchResource
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEADLINE", "MAX_RUNNING", "find_error"]
+__all__ = ["DEADLINE", "MAX_RUNNING", "PreparedSchema", "find_error"]
 
 DEADLINE = 1.0  # seconds one validation may take before the call is let through unchecked
 MAX_RUNNING = 4  # validation threads alive at once (stuck ones included)
@@ -159,17 +160,52 @@ def _safe_validator(base: Any) -> Any:
     return validators.extend(base, _SAFE_KEYWORDS)
 
 
+def _validator(schema: Mapping[str, Any]) -> Any:
+    return _safe_validator(validators.validator_for(schema))(schema, registry=_NO_REMOTE)
+
+
+def _best_error(validator: Any, arguments: dict[str, Any]) -> schema_errors.ValidationError | None:
+    try:
+        return schema_errors.best_match(validator.iter_errors(arguments))
+    except Exception as exc:  # invalid schema, unresolvable $ref, recursion: the upstream decides
+        logger.debug("schema not usable for validation (%s); passing the call through", type(exc).__name__)
+        return None
+
+
 def _first_error(arguments: dict[str, Any], schema: Mapping[str, Any]) -> schema_errors.ValidationError | None:
     """The most relevant validation error, or None when valid or when the schema cannot be used.
 
     The caller has ruled out `_uses_python_regex` (a small schema has no `unevaluatedProperties`).
     """
     try:
-        safe = _safe_validator(validators.validator_for(schema))
-        return schema_errors.best_match(safe(schema, registry=_NO_REMOTE).iter_errors(arguments))
-    except Exception as exc:  # invalid schema, unresolvable $ref, recursion: the upstream decides
+        validator = _validator(schema)
+    except Exception as exc:
         logger.debug("schema not usable for validation (%s); passing the call through", type(exc).__name__)
         return None
+    return _best_error(validator, arguments)
+
+
+class PreparedSchema:
+    """An input schema with what each check of it needs worked out once, for a tool called again and
+    again: whether it is small enough to check on the loop, and its validator (which costs more to
+    build than a small check costs to run)."""
+
+    __slots__ = ("_validator", "on_loop", "schema")
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        self.schema = schema
+        self.on_loop = _small(schema, _SMALL_SCHEMA, schema=True)
+        self._validator: Any = None
+
+    def first_error(self, arguments: dict[str, Any]) -> schema_errors.ValidationError | None:
+        """`_first_error` with the validator built on first use (only for a schema checked on the loop)."""
+        if self._validator is None:
+            try:
+                self._validator = _validator(self.schema)
+            except Exception as exc:
+                logger.debug("schema not usable for validation (%s); passing the call through", type(exc).__name__)
+                return None
+        return _best_error(self._validator, arguments)
 
 
 class _Running:
@@ -226,11 +262,13 @@ def _validate_in_thread(ticket: _Ticket, arguments: dict[str, Any], schema: Mapp
 
 
 async def find_error(
-    arguments: dict[str, Any], schema: Mapping[str, Any], *, deadline: float = DEADLINE
+    arguments: dict[str, Any], schema: Mapping[str, Any] | PreparedSchema, *, deadline: float = DEADLINE
 ) -> schema_errors.ValidationError | None:
     """Validate within `deadline`, off the event loop unless small; None means valid, or could not be checked."""
-    if _small(schema, _SMALL_SCHEMA, schema=True) and _small(arguments, _SMALL_ARGUMENTS):
-        return _first_error(arguments, schema)
+    prepared = schema if isinstance(schema, PreparedSchema) else PreparedSchema(schema)
+    if prepared.on_loop and _small(arguments, _SMALL_ARGUMENTS):
+        return prepared.first_error(arguments)
+    schema = prepared.schema
     if not _running.enter():
         logger.warning("%d argument validations are still running; letting this call through unchecked",
                        MAX_RUNNING)
