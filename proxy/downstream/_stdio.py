@@ -26,7 +26,7 @@ import anyio
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
-from proxy.upstream import MessageReader, MessageWriter, Pipes, encode
+from proxy.upstream import MessageReader, MessageWriter, encode, open_pipes
 
 _Streams = tuple[
     anyio.abc.ObjectReceiveStream[SessionMessage | Exception], anyio.abc.ObjectSendStream[SessionMessage]
@@ -80,14 +80,10 @@ async def _wire(stdin: BinaryIO, stdout: BinaryIO) -> AsyncIterator[
         return
     fds = (stdin.fileno(), stdout.fileno())
     blocking = [os.get_blocking(fd) for fd in fds]
-    for fd in fds:
-        os.set_blocking(fd, False)
+    os.set_blocking(stdout.fileno(), False)
     try:
-        pipes = Pipes(*fds)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(pipes.flush)
+        async with open_pipes(stdin, stdout.fileno()) as pipes:
             yield pipes.read_line, pipes.write
-            tg.cancel_scope.cancel()
     finally:
         for fd, was in zip(fds, blocking, strict=True):
             os.set_blocking(fd, was)

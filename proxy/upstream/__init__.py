@@ -4,7 +4,7 @@
 tools into a `ToolSink` (the registry) and its resources and prompts into a `CatalogSink`, and
 routes calls and requests to the live connection, with a `BackChannel` to the downstream caller.
 `login` gets the user's consent for an OAuth upstream; its tokens live where `token_store` says.
-`Pipes`, `MessageReader` and `MessageWriter` frame JSON-RPC on stdio pipes, for either side.
+`open_pipes`, `MessageReader` and `MessageWriter` frame JSON-RPC on stdio pipes, for either side.
 """
 
 from proxy.upstream._availability import Availability
@@ -17,7 +17,7 @@ from proxy.upstream._login import login
 from proxy.upstream._member import ServerStatus, UpstreamState
 from proxy.upstream._oauth import token_store
 from proxy.upstream._stdio import resolve_command
-from proxy.upstream._wire import MessageReader, MessageWriter, Pipes, encode
+from proxy.upstream._wire import MessageReader, MessageWriter, Pipes, encode, open_pipes
 
 __all__ = [
     "Availability",
@@ -42,6 +42,7 @@ __all__ = [
     "filter_tools",
     "login",
     "next_delay",
+    "open_pipes",
     "resolve_command",
     "strip_server_info",
     "token_store",

@@ -29,7 +29,7 @@ from mcp.types import JSONRPCMessage
 from proxy.config import UpstreamConfig
 from proxy.errors import UpstreamRefused
 from proxy.upstream._salvage import salvage_tool_list
-from proxy.upstream._wire import LineTooLong, MessageReader, MessageWriter, Pipes
+from proxy.upstream._wire import LineTooLong, MessageReader, MessageWriter, Pipes, open_pipes
 
 logger = logging.getLogger(__name__)
 
@@ -146,16 +146,11 @@ async def stdio_transport(
         os.close(child_stdin)
         os.close(child_stdout)
     os.set_blocking(stdin, False)
-    os.set_blocking(stdout, False)
-    pipes = Pipes(stdout, stdin, max_line=config.max_message_bytes)
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(pipes.flush)
-            try:
-                yield _reader(pipes, config.name, on_eof), MessageWriter(pipes.write)
-            finally:
-                tg.cancel_scope.cancel()  # no task waits on the pipes when they close
-    finally:
-        with anyio.CancelScope(shield=True):
-            await _stop(process, stdin)
-        os.close(stdout)
+
+    async def stop() -> None:
+        await _stop(process, stdin)
+
+    # The child is stopped before its stdout closes (it may still write while it exits).
+    async with open_pipes(os.fdopen(stdout, "rb", buffering=0), stdin, max_line=config.max_message_bytes,
+                          before_close=stop) as pipes:
+        yield _reader(pipes, config.name, on_eof), MessageWriter(pipes.write)

@@ -5,25 +5,30 @@ SDK session reads and writes the descriptors through these streams itself, on th
 with a pump task and a memory stream between the pipe and the session, every message cost two
 task switches more each way, and the SDK's own stdio transports add a worker-thread hop per line.
 
-A write that fits the pipe is done at once; the rest of a message the pipe cannot take yet is
-left to a flusher task, so a caller cancelled mid-message never leaves half a line on the wire.
+Reading is the loop's: it reads a pipe as soon as it is readable (asyncio's pipe transport, one
+registration for the pipe's life), where a wait per line would register and unregister the
+descriptor each time. A write that fits the pipe is done at once; the rest of a message the pipe
+cannot take yet is left to a flusher task, so a caller cancelled mid-message never leaves half a
+line on the wire.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections import deque
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, BinaryIO
 
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from mcp.shared.message import SessionMessage
 from mcp.types import JSONRPCMessage, jsonrpc_message_adapter
 
-__all__ = ["LineTooLong", "MessageReader", "MessageWriter", "Pipes", "encode"]
+__all__ = ["LineTooLong", "MessageReader", "MessageWriter", "Pipes", "encode", "open_pipes"]
 
-READ_CHUNK = 1 << 16
+PAUSE_AT = 1 << 20  # unread bytes at which the loop stops reading a pipe until they are read
 
 
 class LineTooLong(Exception):
@@ -35,15 +40,62 @@ def encode(message: Any) -> bytes:
     return message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
 
 
+class _Inbox(asyncio.Protocol):
+    """What the loop has read from a pipe: it reads whenever the pipe is readable (one registration
+    for the pipe's life, not one per wait), pausing while `PAUSE_AT` bytes wait unread."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+        self.ended = False
+        self.error: BaseException | None = None
+        self.paused = False
+        self.transport: asyncio.ReadTransport | None = None
+        self._waiter: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.ReadTransport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        if len(self.buffer) > PAUSE_AT and self.transport is not None and not self.paused:
+            self.transport.pause_reading()
+            self.paused = True
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self.ended = True
+        self._wake()
+        return False
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self.ended, self.error = True, exc
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def more(self) -> None:
+        """Wait for more input (or its end)."""
+        if self.paused and self.transport is not None:
+            self.transport.resume_reading()
+            self.paused = False
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+
 class Pipes:
-    """Lines from one non-blocking descriptor, writes to another; `flush` must run in a task while in use.
+    """Lines from one pipe, writes to another (a non-blocking descriptor). Made by `open_pipes`.
 
     Only one task reads; any number may write.
     """
 
-    def __init__(self, read_fd: int, write_fd: int, *, max_line: int | None = None) -> None:
-        self.read_fd, self.write_fd, self.max_line = read_fd, write_fd, max_line
-        self._buffer = bytearray()
+    def __init__(self, inbox: _Inbox, write_fd: int, max_line: int | None) -> None:
+        self._inbox, self.write_fd, self.max_line = inbox, write_fd, max_line
         self._scanned = 0  # no newline in the buffer before this
         self._queued = 0  # writes handed to the flusher and not yet written
         self._error: OSError | None = None
@@ -55,26 +107,25 @@ class Pipes:
 
         Raises:
             LineTooLong: `max_line` bytes arrived without a newline.
-            OSError: the descriptor failed.
+            OSError: reading failed.
         """
-        while (end := self._buffer.find(b"\n", self._scanned)) < 0:
-            self._scanned = len(self._buffer)
+        inbox = self._inbox
+        buffer = inbox.buffer
+        while (end := buffer.find(b"\n", self._scanned)) < 0:
+            self._scanned = len(buffer)
             if self.max_line is not None and self._scanned > self.max_line:
                 raise LineTooLong(f"over {self.max_line} bytes without a newline")
-            try:
-                chunk = os.read(self.read_fd, READ_CHUNK)
-            except BlockingIOError:
-                await anyio.wait_readable(self.read_fd)
-                continue
-            if not chunk:
-                rest = bytes(self._buffer)
-                self._buffer.clear()
+            if inbox.ended:
+                if isinstance(inbox.error, OSError):
+                    raise inbox.error
+                rest = bytes(buffer)
+                buffer.clear()
                 self._scanned = 0
                 return rest
-            self._buffer += chunk
-        with memoryview(self._buffer) as view:
+            await inbox.more()
+        with memoryview(buffer) as view:
             line = bytes(view[: end + 1])  # one copy of a line that may be megabytes long
-        del self._buffer[: end + 1]
+        del buffer[: end + 1]
         self._scanned = 0
         return line
 
@@ -121,6 +172,38 @@ class Pipes:
             finally:
                 self._queued -= 1
                 done.set()
+
+
+@asynccontextmanager
+async def open_pipes(
+    read: BinaryIO, write_fd: int, *, max_line: int | None = None,
+    before_close: Callable[[], Awaitable[None]] | None = None,
+) -> AsyncIterator[Pipes]:
+    """`Pipes` reading the pipe `read` and writing the non-blocking descriptor `write_fd`.
+
+    On the way out, once nothing waits on `write_fd` any more, `before_close` runs (shielded; e.g.
+    close it and stop the child), then the loop's transport closes `read` (the file object: one
+    opened with `closefd=False` keeps its descriptor).
+    """
+    inbox = _Inbox()
+    transport: asyncio.BaseTransport | None = None
+    try:
+        transport, _ = await asyncio.get_running_loop().connect_read_pipe(lambda: inbox, read)
+        pipes = Pipes(inbox, write_fd, max_line)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pipes.flush)
+            try:
+                yield pipes
+            finally:
+                tg.cancel_scope.cancel()
+    finally:
+        try:
+            if before_close is not None:
+                with anyio.CancelScope(shield=True):
+                    await before_close()
+        finally:
+            if transport is not None:
+                transport.close()
 
 
 class MessageReader(ObjectReceiveStream[SessionMessage | Exception]):
