@@ -13,8 +13,11 @@ upstreams not included), which a loaded machine disturbs far less than wall-cloc
 All servers stay up for the whole run; after a 0.3 s warm-up per route, each cell (route x callers)
 calls for `--seconds` in `--rounds` slices, the cells taking turns in a shuffled order (all 1-caller
 cells, then all 32-caller ones), so load from elsewhere on the machine falls on every cell alike.
+`--routes` measures a subset (e.g. `--transports stdio --callers 1 --routes relay,core,tool_call`,
+the issue's column, quickly and repeatably); `--baseline DIR` adds toolbridge from another checkout
+(`git archive main | tar -x -C DIR`) beside this one, for before/after in one run.
 Run: `.venv/bin/python -m bench.overhead [--seconds 2] [--callers 1,32] [--transports stdio,http]
-[--routes direct,relay,core,tool_call,fastmcp_mount,fastmcp_config]`.
+[--routes direct,relay,core,tool_call,fastmcp_mount,fastmcp_config] [--baseline DIR]`.
 """
 
 from __future__ import annotations
