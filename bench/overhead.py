@@ -13,7 +13,11 @@ upstreams not included), which a loaded machine disturbs far less than wall-cloc
 All servers stay up for the whole run; after a 0.3 s warm-up per route, each cell (route x callers)
 calls for `--seconds` in `--rounds` slices, the cells taking turns in a shuffled order (all 1-caller
 cells, then all 32-caller ones), so load from elsewhere on the machine falls on every cell alike.
-Run: `.venv/bin/python -m bench.overhead [--seconds 2] [--callers 1,32] [--transports stdio,http]`.
+`--routes` measures a subset (e.g. `--transports stdio --callers 1 --routes relay,core,tool_call`,
+the issue's column, quickly and repeatably); `--baseline DIR` adds toolbridge from another checkout
+(`git archive main | tar -x -C DIR`) beside this one, for before/after in one run.
+Run: `.venv/bin/python -m bench.overhead [--seconds 2] [--callers 1,32] [--transports stdio,http]
+[--routes direct,relay,core,tool_call,fastmcp_mount,fastmcp_config] [--baseline DIR]`.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +79,10 @@ CORE = Route("toolbridge, core tool", "echo__echo", lambda a: a)
 BRIDGE = Route("toolbridge, tool_call", "tool_call", lambda a: {"name": "echo__echo_deferred", "arguments": a})
 FASTMCP_MOUNT = Route("FastMCP, mounted proxies", "echo_echo", lambda a: a)
 FASTMCP_CONFIG = Route("FastMCP, create_proxy(MCPConfig)", "echo_echo", lambda a: a, one_caller_only=True)
+BASE_CORE = Route("baseline checkout, core tool", "echo__echo", lambda a: a)
+BASE_BRIDGE = Route("baseline checkout, tool_call", "tool_call", BRIDGE.wrap)
+ROUTES = {"direct": DIRECT, "relay": RELAY, "core": CORE, "tool_call": BRIDGE, "fastmcp_mount": FASTMCP_MOUNT,
+          "fastmcp_config": FASTMCP_CONFIG}
 
 
 @dataclass(frozen=True)
@@ -116,8 +124,8 @@ def _fastmcp_config(path: Path, urls: dict[str, str] | None) -> Path:
     return path
 
 
-def _stdio_target(command: list[str], routes: tuple[Route, ...]) -> Target:
-    params = StdioServerParameters(command=command[0], args=command[1:], cwd=str(REPO))
+def _stdio_target(command: list[str], routes: tuple[Route, ...], cwd: Path = REPO) -> Target:
+    params = StdioServerParameters(command=command[0], args=command[1:], cwd=str(cwd))
     return Target(lambda: Client(stdio_client(params)), True, routes)
 
 
@@ -132,8 +140,8 @@ def _http_target(url: str, routes: tuple[Route, ...], pid: int) -> Target:
 
 
 @contextlib.asynccontextmanager
-async def _http_server(command: list[str], log: Path, probe: str) -> AsyncIterator[int]:
-    with started_server(command, log) as process:
+async def _http_server(command: list[str], log: Path, probe: str, cwd: Path = REPO) -> AsyncIterator[int]:
+    with started_server(command, log, cwd) as process:
         await wait_http(probe)
         yield process.pid
 
@@ -204,8 +212,16 @@ async def _open_cells(stack: contextlib.AsyncExitStack, targets: list[Target], c
     return cells, skipped
 
 
-async def _targets(transport: str, temp: Path, stack: contextlib.AsyncExitStack) -> list[Target]:
-    """Start what the transport needs and return every target, direct first."""
+async def _targets(transport: str, temp: Path, stack: contextlib.AsyncExitStack, routes: set[Route],
+                   baseline: Path | None) -> list[Target]:
+    """Start what the transport needs for `routes` and return their targets, direct first."""
+    every = await _every_target(transport, temp, stack, routes, baseline)
+    chosen = [replace(target, routes=tuple(r for r in target.routes if r in routes)) for target in every]
+    return [target for target in chosen if target.routes]
+
+
+async def _every_target(transport: str, temp: Path, stack: contextlib.AsyncExitStack,
+                        routes: set[Route], baseline: Path | None) -> list[Target]:
     log = temp / "servers.log"
     toolbridge_dir = temp / "toolbridge"
     fastmcp_json = temp / "fastmcp.json"
@@ -215,6 +231,8 @@ async def _targets(transport: str, temp: Path, stack: contextlib.AsyncExitStack)
         targets = [_stdio_target([*UPSTREAM, "--name", "echo"], (DIRECT,)),
                    _stdio_target([*RELAY_COMMAND, "--command", *UPSTREAM, "--name", "echo"], (RELAY,)),
                    _stdio_target(toolbridge_command(toolbridge_dir), (CORE, BRIDGE))]
+        if baseline is not None:
+            targets.append(_stdio_target(toolbridge_command(toolbridge_dir), (BASE_CORE, BASE_BRIDGE), baseline))
         if FASTMCP_PYTHON.exists():
             fastmcp = [str(FASTMCP_PYTHON), "bench/fastmcp_proxy.py", str(fastmcp_json)]
             targets += [_stdio_target([*fastmcp, "--mode", "mount"], (FASTMCP_MOUNT,)),
@@ -228,18 +246,29 @@ async def _targets(transport: str, temp: Path, stack: contextlib.AsyncExitStack)
             [*UPSTREAM, "--name", name, "--http", str(port)], log, f"http://127.0.0.1:{port}/"))
     _toolbridge_config(toolbridge_dir, urls)
     _fastmcp_config(fastmcp_json, urls)
-    relay_port = free_port()
-    relay = await stack.enter_async_context(_http_server(
-        [*RELAY_COMMAND, "--http", str(relay_port), "--url", urls["echo"]], log, f"http://127.0.0.1:{relay_port}/"))
-    port = free_port()
-    toolbridge = await stack.enter_async_context(_http_server(
-        toolbridge_command(toolbridge_dir, "--transport", "http", "--port", str(port)), log,
-        f"http://127.0.0.1:{port}/healthz"))
-    targets = [_http_target(urls["echo"], (DIRECT,), pids["echo"]),
-               _http_target(f"http://127.0.0.1:{relay_port}/mcp", (RELAY,), relay),
-               _http_target(f"http://127.0.0.1:{port}/mcp", (CORE, BRIDGE), toolbridge)]
+    targets = [_http_target(urls["echo"], (DIRECT,), pids["echo"])]
+    if RELAY in routes:
+        relay_port = free_port()
+        relay = await stack.enter_async_context(_http_server(
+            [*RELAY_COMMAND, "--http", str(relay_port), "--url", urls["echo"]], log,
+            f"http://127.0.0.1:{relay_port}/"))
+        targets.append(_http_target(f"http://127.0.0.1:{relay_port}/mcp", (RELAY,), relay))
+    if routes & {CORE, BRIDGE}:
+        port = free_port()
+        toolbridge = await stack.enter_async_context(_http_server(
+            toolbridge_command(toolbridge_dir, "--transport", "http", "--port", str(port)), log,
+            f"http://127.0.0.1:{port}/healthz"))
+        targets.append(_http_target(f"http://127.0.0.1:{port}/mcp", (CORE, BRIDGE), toolbridge))
+    if baseline is not None:
+        port = free_port()
+        base = await stack.enter_async_context(_http_server(
+            toolbridge_command(toolbridge_dir, "--transport", "http", "--port", str(port)), log,
+            f"http://127.0.0.1:{port}/healthz", baseline))
+        targets.append(_http_target(f"http://127.0.0.1:{port}/mcp", (BASE_CORE, BASE_BRIDGE), base))
     if FASTMCP_PYTHON.exists():
         for mode, route in (("mount", FASTMCP_MOUNT), ("config", FASTMCP_CONFIG)):
+            if route not in routes:
+                continue
             port = free_port()
             fastmcp = await stack.enter_async_context(_http_server(
                 [str(FASTMCP_PYTHON), "bench/fastmcp_proxy.py", str(fastmcp_json), "--mode", mode,
@@ -266,7 +295,8 @@ def _print_table(transport: str, rows: list[tuple[Route, int, Cell | str]]) -> N
               f"{cell.cpu_ms_per_call:>19.3f}")
 
 
-async def main(transports: list[str], callers: list[int], seconds: float, rounds: int, all_cells: bool) -> None:
+async def main(transports: list[str], callers: list[int], seconds: float, rounds: int, all_cells: bool,
+               routes: set[Route], baseline: Path | None) -> None:
     print(__doc__.splitlines()[0])
     print(machine_summary())
     if not FASTMCP_PYTHON.exists():
@@ -274,7 +304,7 @@ async def main(transports: list[str], callers: list[int], seconds: float, rounds
     for transport in transports:
         with tempfile.TemporaryDirectory() as temp:
             async with contextlib.AsyncExitStack() as stack:
-                targets = await _targets(transport, Path(temp), stack)
+                targets = await _targets(transport, Path(temp), stack, routes, baseline)
                 cells, skipped = await _open_cells(stack, targets, callers, all_cells)
                 shuffle = random.Random(0)
                 for round_ in range(rounds):
@@ -298,6 +328,13 @@ if __name__ == "__main__":
     parser.add_argument("--callers", default="1,32", help="concurrent callers, comma-separated")
     parser.add_argument("--transports", default="stdio,http", help="stdio, http or both")
     parser.add_argument("--all-cells", action="store_true", help="also FastMCP create_proxy(MCPConfig) with >1 caller")
+    parser.add_argument("--routes", default=",".join(ROUTES),
+                        help=f"comma-separated subset of {', '.join(ROUTES)} (the direct call is always measured)")
+    parser.add_argument("--baseline", type=Path, metavar="DIR",
+                        help="also toolbridge from another checkout of it (e.g. `git archive main`), side by side")
     options = parser.parse_args()
+    chosen = {ROUTES[key] for key in options.routes.split(",")} | {DIRECT}
+    if options.baseline is not None:
+        chosen |= {BASE_CORE, BASE_BRIDGE}
     anyio.run(main, options.transports.split(","), [int(c) for c in options.callers.split(",")], options.seconds,
-              options.rounds, options.all_cells)
+              options.rounds, options.all_cells, chosen, options.baseline)

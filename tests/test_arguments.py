@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from inprocess import Upstream, gateway, tool
+from mcp import Client
 
+from proxy.config import ToolsetsConfig
 from proxy.downstream import check_arguments, coerce_arguments
 from proxy.errors import InvalidArguments
 
@@ -79,3 +82,16 @@ async def test_unusable_schemas_let_the_call_through(schema: dict[str, Any]) -> 
 
 async def test_none_arguments_are_an_empty_object() -> None:
     assert await check_arguments(None, {"type": "object"}) == {}
+
+
+async def test_a_tool_whose_schema_changed_is_checked_against_the_new_one() -> None:
+    """Prepared checks are kept per tool definition: a refreshed schema is never checked by the old one."""
+    upstream = Upstream("a", [tool("set", properties={"x": {"type": "integer"}}, required=["x"])])
+    async with gateway([upstream], ToolsetsConfig(core=("*",))) as harness, Client(harness.server) as client:
+        refused = await client.call_tool("a__set", {"x": "many"})
+        assert refused.is_error and upstream.calls == []
+        upstream.tools = [tool("set", properties={"x": {"type": "string"}}, required=["x"])]
+        await harness.refresh("a")
+        accepted = await client.call_tool("a__set", {"x": "many"})
+        assert not accepted.is_error
+        assert upstream.calls == [("set", {"x": "many"})]

@@ -4,15 +4,25 @@ Models often send `"5"` for 5 or `"true"` for true; those are coerced per the sc
 required keys are checked, then the JSON Schema (off the event loop, bounded: `_validation`). A
 schema that cannot be used (invalid, an external `$ref`, too slow) lets the call through: the
 upstream is the final judge, we only save a round trip.
+
+A tool called again is checked with what its first call prepared (`check_call`): its schema, not
+read back from the registry's compressed definition, and its validator.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proxy.errors import InvalidArguments
+from proxy.registry import ToolEntry
+
+if TYPE_CHECKING:
+    from proxy.downstream._validation import PreparedSchema
+
+PREPARED_TOOLS = 256  # tools whose prepared checks are kept (the ones called last)
 
 
 def _types_of(schema: Any) -> list[str]:
@@ -70,12 +80,16 @@ def _path(parts: Any) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
 
 
-async def validate_arguments(arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> None:
+async def validate_arguments(arguments: Mapping[str, Any], schema: Mapping[str, Any] | PreparedSchema) -> None:
     """Check required keys, then the whole JSON Schema.
 
     Raises:
         InvalidArguments: with the path (`arguments.size_gb`), the failed constraint and the schema.
     """
+    from proxy.downstream._validation import PreparedSchema, find_error  # jsonschema: imported by the first call
+
+    prepared = schema if isinstance(schema, PreparedSchema) else PreparedSchema(schema)
+    schema = prepared.schema
     required = schema.get("required")
     if isinstance(required, list):
         missing = [key for key in required if isinstance(key, str) and key not in arguments]
@@ -86,9 +100,7 @@ async def validate_arguments(arguments: Mapping[str, Any], schema: Mapping[str, 
                 "required",
                 dict(schema),
             )
-    from proxy.downstream._validation import find_error  # jsonschema: imported by the first call, not at start
-
-    error = await find_error(dict(arguments), schema)
+    error = await find_error(dict(arguments), prepared)
     if error is not None:
         raise InvalidArguments(
             error.message, "arguments" + _path(error.absolute_path), str(error.validator), dict(schema)
@@ -103,4 +115,29 @@ async def check_arguments(arguments: Mapping[str, Any] | None, schema: Mapping[s
     """
     coerced = coerce_arguments(arguments or {}, schema)
     await validate_arguments(coerced, schema)
+    return coerced
+
+
+@functools.lru_cache(maxsize=PREPARED_TOOLS)
+def _prepared(entry: ToolEntry) -> PreparedSchema:
+    """Keyed by the whole entry, definition included: a changed tool is prepared anew."""
+    from proxy.downstream._validation import PreparedSchema
+
+    return PreparedSchema(entry.input_schema)
+
+
+def entry_schema(entry: ToolEntry) -> Mapping[str, Any]:
+    """The tool's input schema, from its prepared check (read-only: it is shared by later calls)."""
+    return _prepared(entry).schema
+
+
+async def check_call(arguments: Mapping[str, Any] | None, entry: ToolEntry) -> dict[str, Any]:
+    """`check_arguments` against the tool's schema, with its prepared check.
+
+    Raises:
+        InvalidArguments: the call must not be made.
+    """
+    prepared = _prepared(entry)
+    coerced = coerce_arguments(arguments or {}, prepared.schema)
+    await validate_arguments(coerced, prepared)
     return coerced

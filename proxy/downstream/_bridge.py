@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from proxy.downstream._arguments import check_arguments
+from proxy.downstream._arguments import check_call
 from proxy.errors import BridgeError, OutOfScope, UnknownTool
 from proxy.registry import ToolEntry
 from proxy.surface import MAX_DESCRIBE, MAX_QUERIES
@@ -202,4 +202,4 @@ async def prepare_call(views: Views, view: SessionView, arguments: Mapping[str, 
         raise UnknownTool(name, suggest(view, name), searchable=view.surface.tier == "bridge")
     if name not in view.allowed:
         raise OutOfScope(name)
-    return PreparedCall(entry, await check_arguments(tool_arguments, entry.input_schema))
+    return PreparedCall(entry, await check_call(tool_arguments, entry))

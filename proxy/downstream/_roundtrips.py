@@ -37,13 +37,14 @@ class _Waiter:
 
 @dataclass
 class _Pending:
-    token: str
     session: Hashable
     ctx: RequestContext
+    token: str | None = None  # given when the call first needs input: only then can a round come back
     new: dict[str, _Waiter] = field(default_factory=dict)
     asked: dict[str, _Waiter] = field(default_factory=dict)
     result: types.CallToolResult | None = None
     finished: bool = False
+    rounds_waiting: int = 0  # downstream rounds in `_next` now: one of them will collect the result
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     changed: anyio.Event = field(default_factory=anyio.Event)
     collected: anyio.Event = field(default_factory=anyio.Event)
@@ -132,8 +133,7 @@ class RoundTrips:
             pending.answer(dict(params.input_responses or {}))
         else:
             assert self._tg is not None, "RoundTrips.run is not running"
-            pending = _Pending(secrets.token_urlsafe(24), session, ctx)
-            self._pending[pending.token] = pending
+            pending = _Pending(session, ctx)
             self._tg.start_soon(self._run, pending, run)
         return await self._next(pending)
 
@@ -144,13 +144,17 @@ class RoundTrips:
         finally:
             pending.finished = True
             pending.poke()
+        if pending.token is None:
+            return  # never needed input: the round that started it is waiting for the result
         try:
-            with anyio.move_on_after(_COLLECT_TIMEOUT):
-                await pending.collected.wait()
+            if not pending.rounds_waiting:  # else a waiting round collects it (or was cancelled, and so is the call)
+                with anyio.move_on_after(_COLLECT_TIMEOUT):
+                    await pending.collected.wait()
         finally:
             self._pending.pop(pending.token, None)
 
     async def _next(self, pending: _Pending) -> types.CallToolResult | types.InputRequiredResult:
+        pending.rounds_waiting += 1
         try:
             while True:
                 if pending.result is not None:
@@ -159,6 +163,9 @@ class RoundTrips:
                 if pending.finished:
                     raise MCPError(types.INTERNAL_ERROR, "toolbridge: the call ended without a result")
                 if pending.new:
+                    if pending.token is None:
+                        pending.token = secrets.token_urlsafe(24)
+                        self._pending[pending.token] = pending
                     handed, pending.new = pending.new, {}
                     pending.asked.update(handed)
                     return types.InputRequiredResult(
@@ -169,3 +176,5 @@ class RoundTrips:
         except anyio.get_cancelled_exc_class():
             pending.scope.cancel()  # the client gave up on this call
             raise
+        finally:
+            pending.rounds_waiting -= 1

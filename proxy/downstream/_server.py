@@ -23,10 +23,11 @@ from mcp import MCPDeprecationWarning, MCPError, types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from opentelemetry import trace
 
 from proxy import __version__
 from proxy.downstream import _bridge as bridge
-from proxy.downstream._arguments import check_arguments
+from proxy.downstream._arguments import check_call, entry_schema
 from proxy.downstream._channels import RequestContext, SessionChannel
 from proxy.downstream._identity import SessionlessClient, client_name, promotion_key, session_key
 from proxy.downstream._large import LargeResults
@@ -243,7 +244,7 @@ class Handlers:
 
     def input_schema(self, name: str) -> Mapping[str, Any] | None:
         entry = self.views.registry.get(name)
-        return entry.input_schema if entry is not None else None
+        return entry_schema(entry) if entry is not None else None
 
     async def listen(
         self, ctx: RequestContext, params: types.SubscriptionsListenRequestParams
@@ -361,7 +362,7 @@ class Handlers:
         if entry is None or name not in direct:
             raise UnknownTool(name, bridge.suggest(view, name), searchable=view.surface.tier == "bridge")
         target.append(entry)
-        return await self._forward(entry, await check_arguments(arguments, entry.input_schema), channel)
+        return await self._forward(entry, await check_call(arguments, entry), channel)
 
     async def _forward(
         self, entry: ToolEntry, arguments: dict[str, Any], channel: SessionChannel | RoundTripChannel
@@ -408,8 +409,18 @@ class _AnnouncingServer(Server[Any]):
         return super().create_initialization_options(options, *args, **kwargs)
 
 
+def tracing() -> bool:
+    """Whether an OpenTelemetry tracer provider is installed (in code, or by `OTEL_PYTHON_TRACER_PROVIDER`)."""
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+
+
 def build_server(handlers: Handlers) -> Server[Any]:
-    """The SDK server that answers downstream clients with `handlers`."""
+    """The SDK server that answers downstream clients with `handlers`.
+
+    The SDK wraps every request in an OpenTelemetry span by default; with no tracer provider
+    installed when the server is built, those spans record nothing and only cost CPU on every
+    call, so that middleware is dropped (the way the SDK documents to opt out).
+    """
 
     @asynccontextmanager
     async def per_connection(_server: Server[Any]) -> AsyncIterator[ConnectionId]:
@@ -421,7 +432,7 @@ def build_server(handlers: Handlers) -> Server[Any]:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MCPDeprecationWarning)  # logging/setLevel is handshake-era, and served
-        return _AnnouncingServer(
+        server = _AnnouncingServer(
             "toolbridge",
             version=__version__,
             instructions="Tools from many MCP servers. Use tool_search to find deferred tools.",
@@ -440,3 +451,6 @@ def build_server(handlers: Handlers) -> Server[Any]:
             on_subscriptions_listen=handlers.listen,
             get_tool_input_schema=handlers.input_schema,
         )
+    if not tracing():
+        server.middleware = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
+    return server

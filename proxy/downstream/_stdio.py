@@ -6,13 +6,15 @@ client waiting forever. Here each gets a JSON-RPC error (with the request's id w
 Its stdin read also cannot be cancelled, so after SIGTERM a client holding stdin open kept the
 process alive; this reader is abandoned on cancellation instead (the CLI then exits past it).
 
-A pipe or a socket (how clients launch a server) is read and written on the event loop, without
-the SDK's worker-thread hop per line and per write (each costs a thread wake-up on every call);
-a terminal or a file, which the loop cannot poll, is read and written in a worker thread.
+A pipe or a socket (how clients launch a server) is read and written on the event loop, by the
+SDK session itself (`proxy.upstream`'s `MessageReader` and `MessageWriter`), without the SDK's
+worker-thread hop per line and per write, or a relay task between the pipe and the session; a
+terminal or a file, which the loop cannot poll, is read and written in a worker thread.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -23,6 +25,8 @@ from typing import Any, BinaryIO
 import anyio
 import mcp_types as types
 from mcp.shared.message import SessionMessage
+
+from proxy.upstream import MessageReader, MessageWriter, encode, open_pipes
 
 _Streams = tuple[
     anyio.abc.ObjectReceiveStream[SessionMessage | Exception], anyio.abc.ObjectSendStream[SessionMessage]
@@ -58,63 +62,28 @@ def _pollable(stream: BinaryIO) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
-class _Pipes:
-    """Lines from a non-blocking descriptor and writes to another, waiting on the event loop."""
-
-    def __init__(self, read_fd: int, write_fd: int) -> None:
-        self.read_fd, self.write_fd = read_fd, write_fd
-        self._buffer = bytearray()
-        self._scanned = 0  # no newline in the buffer before this
-
-    async def read_line(self) -> bytes:
-        """The next line with its newline; the rest without one at end of input, then b""."""
-        while (end := self._buffer.find(b"\n", self._scanned)) < 0:
-            self._scanned = len(self._buffer)
-            try:
-                chunk = os.read(self.read_fd, 1 << 16)
-            except BlockingIOError:
-                await anyio.wait_readable(self.read_fd)
-                continue
-            if not chunk:
-                rest = bytes(self._buffer)
-                self._buffer.clear()
-                self._scanned = 0
-                return rest
-            self._buffer += chunk
-        line = bytes(self._buffer[: end + 1])
-        del self._buffer[: end + 1]
-        self._scanned = 0
-        return line
-
-    async def write(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            try:
-                view = view[os.write(self.write_fd, view):]
-            except BlockingIOError:
-                await anyio.wait_writable(self.write_fd)
-
-
 @asynccontextmanager
 async def _wire(stdin: BinaryIO, stdout: BinaryIO) -> AsyncIterator[
         tuple[Callable[[], Awaitable[bytes]], Callable[[bytes], Awaitable[None]]]]:
     """(read a line, write bytes): on the loop for pipes and sockets, else in worker threads."""
     if not (_pollable(stdin) and _pollable(stdout)):
+        lock = anyio.Lock()
+
         async def read_line() -> bytes:
             return await anyio.to_thread.run_sync(_read_line, stdin, abandon_on_cancel=True)
 
         async def write(data: bytes) -> None:
-            await anyio.to_thread.run_sync(_write, stdout, data)
+            async with lock:
+                await anyio.to_thread.run_sync(_write, stdout, data)
 
         yield read_line, write
         return
     fds = (stdin.fileno(), stdout.fileno())
     blocking = [os.get_blocking(fd) for fd in fds]
-    for fd in fds:
-        os.set_blocking(fd, False)
+    os.set_blocking(stdout.fileno(), False)
     try:
-        pipes = _Pipes(*fds)
-        yield pipes.read_line, pipes.write
+        async with open_pipes(stdin, stdout.fileno()) as pipes:
+            yield pipes.read_line, pipes.write
     finally:
         for fd, was in zip(fds, blocking, strict=True):
             os.set_blocking(fd, was)
@@ -149,40 +118,13 @@ async def stdio_transport() -> AsyncIterator[_Streams]:
 
 @asynccontextmanager
 async def _serve_streams(stdin: BinaryIO, stdout: BinaryIO) -> AsyncIterator[_Streams]:
-    to_server, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    to_client, from_server = anyio.create_memory_object_stream[SessionMessage](0)
-    lock = anyio.Lock()
     async with _wire(stdin, stdout) as (read_line, write_data):
 
-        async def write(message: types.JSONRPCMessage | types.JSONRPCError) -> None:
-            data = message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
-            async with lock:
-                await write_data(data)
+        async def reject(line: bytes) -> None:
+            with contextlib.suppress(OSError):  # stdout is gone: the session's own next write says so
+                await write_data(encode(rejection(line)))
 
-        async def read() -> None:
-            async with to_server:
-                while line := await read_line():
-                    if not line.strip():
-                        continue
-                    try:
-                        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                    except ValueError:
-                        await write(rejection(line))
-                        continue
-                    await to_server.send(SessionMessage(message))
-
-        async def relay() -> None:
-            async with from_server:
-                async for session_message in from_server:
-                    await write(session_message.message)
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(read)
-            tg.start_soon(relay)
-            try:
-                yield from_client, to_client
-            finally:
-                tg.cancel_scope.cancel()
+        yield MessageReader(read_line, reject), MessageWriter(write_data)
 
 
 def _write(stdout: BinaryIO, data: bytes) -> None:

@@ -53,6 +53,8 @@ class Metrics:
         self.registry = CollectorRegistry()
         self.top_tools = top_tools
         self._labelled: set[str] = set()
+        # Each call's series, by (server, tool label, outcome): `labels()` costs more than the update itself.
+        self._series: dict[tuple[str, str, str], tuple[Counter, Histogram]] = {}
         self.calls = Counter("toolbridge_tool_calls", "Tool calls answered", ["server", "tool", "outcome"],
                              registry=self.registry)
         self.errors = Counter("toolbridge_tool_call_errors", "Tool calls that failed, by error class",
@@ -74,8 +76,12 @@ class Metrics:
 
     def observe(self, record: CallRecord) -> None:
         tool = self._tool_label(record.tool)
-        self.calls.labels(record.server, tool, record.outcome).inc()
-        self.latency.labels(record.server, tool).observe(record.duration)
+        key = (record.server, tool, record.outcome)
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = (self.calls.labels(*key), self.latency.labels(record.server, tool))
+        series[0].inc()
+        series[1].observe(record.duration)
         if record.error is not None:
             self.errors.labels(record.server, record.error).inc()
         if record.server == BRIDGE_SERVER and record.tool == "tool_search":

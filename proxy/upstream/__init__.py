@@ -4,6 +4,7 @@
 tools into a `ToolSink` (the registry) and its resources and prompts into a `CatalogSink`, and
 routes calls and requests to the live connection, with a `BackChannel` to the downstream caller.
 `login` gets the user's consent for an OAuth upstream; its tokens live where `token_store` says.
+`open_pipes`, `MessageReader` and `MessageWriter` frame JSON-RPC on stdio pipes, for either side.
 """
 
 from proxy.upstream._availability import Availability
@@ -16,6 +17,7 @@ from proxy.upstream._login import login
 from proxy.upstream._member import ServerStatus, UpstreamState
 from proxy.upstream._oauth import token_store
 from proxy.upstream._stdio import resolve_command
+from proxy.upstream._wire import MessageReader, MessageWriter, Pipes, encode, open_pipes
 
 __all__ = [
     "Availability",
@@ -25,7 +27,10 @@ __all__ = [
     "Connection",
     "Fleet",
     "InFlight",
+    "MessageReader",
+    "MessageWriter",
     "NoticeSink",
+    "Pipes",
     "ProgressCallback",
     "ServerStatus",
     "ToolSink",
@@ -33,9 +38,11 @@ __all__ = [
     "client_callbacks",
     "config_key",
     "connect",
+    "encode",
     "filter_tools",
     "login",
     "next_delay",
+    "open_pipes",
     "resolve_command",
     "strip_server_info",
     "token_store",

@@ -70,13 +70,18 @@ R = TypeVar("R")
 
 
 def strip_server_info(result: R) -> R:
-    """Drop the upstream's identity stamp from a result so the proxy's own one shows downstream."""
+    """Drop the upstream's identity stamp from a result so the proxy's own one shows downstream.
+
+    In place: the result is the one the SDK client just parsed for us (no copy on every call).
+    """
     if not isinstance(result, types.Result):
         return result
     if not result.meta or types.SERVER_INFO_META_KEY not in result.meta:
         return result
-    meta = {k: v for k, v in result.meta.items() if k != types.SERVER_INFO_META_KEY}
-    return result.model_copy(update={"meta": meta or None})
+    del result.meta[types.SERVER_INFO_META_KEY]
+    if not result.meta:
+        result.meta = None
+    return result
 
 
 async def _ignore(server: str, notification: types.ServerNotification) -> None:

@@ -3,7 +3,8 @@
 We own the process (through anyio's public process API) instead of using the SDK's stdio client,
 because we need what it does not expose: the child's pid. The child leads a new session, so on
 exit its whole group goes — grandchildren included — and the end of its stdout is an event the
-supervisor waits on, so a crash is seen at once rather than at the next ping.
+supervisor waits on, so a crash is seen at once rather than at the next ping. The session reads and
+writes the pipes itself (`_wire`), with no pump task between them.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import logging
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -24,12 +24,12 @@ from typing import IO
 import anyio
 from anyio.abc import Process
 from mcp.client.stdio import get_default_environment
-from mcp.shared.message import SessionMessage
-from mcp.types import jsonrpc_message_adapter
+from mcp.types import JSONRPCMessage
 
 from proxy.config import UpstreamConfig
 from proxy.errors import UpstreamRefused
 from proxy.upstream._salvage import salvage_tool_list
+from proxy.upstream._wire import LineTooLong, MessageReader, MessageWriter, Pipes, open_pipes
 
 logger = logging.getLogger(__name__)
 
@@ -70,57 +70,24 @@ class _StdoutNoise:
         self.last, self.suppressed = now, 0
 
 
-async def _pump_stdout(
-    process: Process, server: str, send: anyio.abc.ObjectSendStream[SessionMessage], max_bytes: int
-) -> None:
-    """Parse newline-delimited JSON-RPC from the child; anything else is logged and skipped."""
-    assert process.stdout is not None
+def _reader(pipes: Pipes, server: str, on_eof: Callable[[], None]) -> MessageReader:
+    """The child's stdout as messages: a line that is not JSON-RPC is salvaged (a tools/list with a bad
+    tool) or logged and skipped; the end of it (or a line over `max_message_bytes`) fires `on_eof`."""
     noise = _StdoutNoise(server)
-    pending = bytearray()  # appended to in place: a long line arrives in many chunks
-    async with send:
-        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            async for chunk in process.stdout:
-                pending += chunk
-                await _forward_lines(pending, server, send, noise)
-                if len(pending) > max_bytes:
-                    logger.error("server %s: a message over max_message_bytes (%d); closing the connection",
-                                 server, max_bytes)
-                    return
 
+    async def on_invalid(line: bytes) -> JSONRPCMessage | None:
+        message = salvage_tool_list(line, server)
+        if message is None:
+            noise.report(line)
+        return message
 
-async def _forward_lines(
-    pending: bytearray, server: str, send: anyio.abc.ObjectSendStream[SessionMessage], noise: _StdoutNoise
-) -> None:
-    """Send the complete lines of `pending` and keep only its unfinished tail.
+    def on_end(error: BaseException | None) -> None:
+        if isinstance(error, LineTooLong):
+            logger.error("server %s: a message over max_message_bytes (%d); closing the connection",
+                         server, pipes.max_line)
+        on_eof()
 
-    A function of its own so that the last line and message die with its frame: a loop variable
-    would keep the last answer (a whole tools/list, parsed) alive until the child writes again.
-    """
-    start = 0
-    while (end := pending.find(b"\n", start)) >= 0:
-        with memoryview(pending) as view:
-            line = bytes(view[start:end])  # one copy of a line that may be megabytes long
-        start = end + 1
-        if not line.strip():
-            continue
-        try:
-            message = jsonrpc_message_adapter.validate_json(line, by_name=False)
-        except ValueError:
-            message = salvage_tool_list(line, server)
-            if message is None:
-                noise.report(line)
-                continue
-        await send.send(SessionMessage(message))
-    del pending[:start]
-
-
-async def _pump_stdin(process: Process, receive: anyio.abc.ObjectReceiveStream[SessionMessage]) -> None:
-    assert process.stdin is not None
-    async with receive:
-        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            async for item in receive:
-                data = item.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
-                await process.stdin.send(data.encode())
+    return MessageReader(pipes.read_line, on_invalid, on_end)
 
 
 async def _exited(process: Process, timeout: float) -> bool:
@@ -136,11 +103,9 @@ def _signal_group(pgid: int, signum: int) -> None:
         os.killpg(pgid, signum)
 
 
-async def _stop(process: Process) -> None:
+async def _stop(process: Process, stdin: int) -> None:
     """Close stdin, then SIGTERM, then SIGKILL the child's group; always sweep the group at the end."""
-    with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-        assert process.stdin is not None
-        await process.stdin.aclose()
+    os.close(stdin)
     if not await _exited(process, EXIT_GRACE):
         _signal_group(process.pid, signal.SIGTERM)
         await _exited(process, EXIT_GRACE)
@@ -152,7 +117,7 @@ async def _stop(process: Process) -> None:
 @asynccontextmanager
 async def stdio_transport(
     config: UpstreamConfig, config_dir: Path, errlog: IO[str], on_eof: Callable[[], None]
-) -> AsyncIterator[tuple[anyio.abc.ObjectReceiveStream[SessionMessage], anyio.abc.ObjectSendStream[SessionMessage]]]:
+) -> AsyncIterator[tuple[MessageReader, MessageWriter]]:
     """Spawn the upstream and yield its (read, write) message streams; `on_eof` fires when it exits.
 
     The child gets the SDK's minimal safe environment plus its configured `env`, never ours.
@@ -166,30 +131,26 @@ async def stdio_transport(
     if command is None:
         raise UpstreamRefused(config.name, f"command not found: {config.command!r} (PATH and {sys.prefix}/bin)")
     cwd = _working_directory(config, config_dir)
-    process = await anyio.open_process(
-        [command, *config.args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog,
-        env={**get_default_environment(), **config.env}, cwd=cwd, start_new_session=True,
-    )
-    to_session, read = anyio.create_memory_object_stream[SessionMessage](0)
-    write, from_session = anyio.create_memory_object_stream[SessionMessage](0)
-
-    async def follow_stdout() -> None:
-        try:
-            await _pump_stdout(process, config.name, to_session, config.max_message_bytes)
-        finally:
-            on_eof()
-
+    child_stdin, stdin = os.pipe()
+    stdout, child_stdout = os.pipe()
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(follow_stdout)
-            tg.start_soon(_pump_stdin, process, from_session)
-            try:
-                yield read, write
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await write.aclose()
-                    await _stop(process)
-                tg.cancel_scope.cancel()
+        process = await anyio.open_process(
+            [command, *config.args], stdin=child_stdin, stdout=child_stdout, stderr=errlog,
+            env={**get_default_environment(), **config.env}, cwd=cwd, start_new_session=True,
+        )
+    except BaseException:
+        os.close(stdin)
+        os.close(stdout)
+        raise
     finally:
-        with anyio.CancelScope(shield=True):
-            await read.aclose()
+        os.close(child_stdin)
+        os.close(child_stdout)
+    os.set_blocking(stdin, False)
+
+    async def stop() -> None:
+        await _stop(process, stdin)
+
+    # The child is stopped before its stdout closes (it may still write while it exits).
+    async with open_pipes(os.fdopen(stdout, "rb", buffering=0), stdin, max_line=config.max_message_bytes,
+                          before_close=stop) as pipes:
+        yield _reader(pipes, config.name, on_eof), MessageWriter(pipes.write)
