@@ -11,12 +11,13 @@ from proxy.downstream._arguments import check_arguments, coerce_arguments, valid
 from proxy.downstream._http import LOOPBACK_HOSTS, HttpApp, check_bearer, serve_http, transport_security
 from proxy.downstream._identity import session_key
 from proxy.downstream._large import RESULTS_PREFIX, LargeResults
+from proxy.downstream._lowlevel import build_server
 from proxy.downstream._notifier import ChangeNotifier
 from proxy.downstream._observe import BRIDGE_SERVER, CallObserver, CallRecord
 from proxy.downstream._protocol import Upstreams
 from proxy.downstream._replica import REPLICA_ID_PATTERN, ReplicaMarker
 from proxy.downstream._resource import ProtectedResource
-from proxy.downstream._server import Handlers, build_server
+from proxy.downstream._server import Handlers
 from proxy.downstream._stdio import stdio_transport
 
 __all__ = [

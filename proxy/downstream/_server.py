@@ -1,4 +1,4 @@
-"""The downstream MCP server: one lowlevel SDK `Server` in front of the whole fleet.
+"""The downstream handlers: what one lowlevel SDK `Server` (built in `_lowlevel`) answers for the whole fleet.
 
 `tools/list` is computed per session from its profile; resources, prompts, completion and logging
 come from the servers in its scope (`_resources`, `_prompts`, `_logging`). A tool call carries a
@@ -12,20 +12,15 @@ from __future__ import annotations
 import json
 import logging
 import time
-import warnings
-from collections.abc import AsyncIterator, Hashable, Iterable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
-from mcp import MCPDeprecationWarning, MCPError, types
-from mcp.server.lowlevel import NotificationOptions, Server
+from mcp import MCPError, types
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from opentelemetry import trace
 
-from proxy import __version__
 from proxy.downstream import _bridge as bridge
 from proxy.downstream._arguments import check_call, entry_schema
 from proxy.downstream._channels import RequestContext, SessionChannel
@@ -33,7 +28,7 @@ from proxy.downstream._identity import SessionlessClient, client_name, promotion
 from proxy.downstream._large import LargeResults
 from proxy.downstream._logging import SessionLogs
 from proxy.downstream._notifier import ChangeNotifier, Kind
-from proxy.downstream._observe import BRIDGE_SERVER, CallObserver, CallRecord, ConnectionId, session_label
+from proxy.downstream._observe import BRIDGE_SERVER, CallObserver, CallRecord, session_label
 from proxy.downstream._promotion import Promotions
 from proxy.downstream._prompts import Prompts
 from proxy.downstream._protocol import Upstreams
@@ -369,8 +364,6 @@ class Handlers:
     ) -> types.CallToolResult:
         return await self.upstreams.call_tool(entry.server, entry.raw_name, arguments,
                                               progress_callback=channel.progress, channel=channel)
-
-
 def _record(
     ctx: RequestContext, view: SessionView, name: str, arguments: dict[str, Any], target: list[ToolEntry],
     result: types.CallToolResult, error: Exception | None, started: float, duration: float,
@@ -392,65 +385,3 @@ def _record(
         via=name if bridged else None, outcome=outcome, error=type(error).__name__ if error else None,
         arguments=arguments.get("arguments") or {} if bridged else arguments,
     )
-
-
-class _AnnouncingServer(Server[Any]):
-    """Advertise `listChanged` for tools, prompts and resources to handshake-era clients on every transport.
-
-    The SDK's HTTP and in-memory paths build initialization options with no notification options,
-    which would tell those clients that our lists never change.
-    """
-
-    def create_initialization_options(
-        self, notification_options: NotificationOptions | None = None, *args: Any, **kwargs: Any
-    ) -> Any:
-        options = notification_options or NotificationOptions(
-            tools_changed=True, prompts_changed=True, resources_changed=True)
-        return super().create_initialization_options(options, *args, **kwargs)
-
-
-def tracing() -> bool:
-    """Whether an OpenTelemetry tracer provider is installed (in code, or by `OTEL_PYTHON_TRACER_PROVIDER`)."""
-    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider)
-
-
-def build_server(handlers: Handlers) -> Server[Any]:
-    """The SDK server that answers downstream clients with `handlers`.
-
-    The SDK wraps every request in an OpenTelemetry span by default; with no tracer provider
-    installed when the server is built, those spans record nothing and only cost CPU on every
-    call, so that middleware is dropped (the way the SDK documents to opt out).
-    """
-
-    @asynccontextmanager
-    async def per_connection(_server: Server[Any]) -> AsyncIterator[ConnectionId]:
-        connection = ConnectionId()
-        try:
-            yield connection
-        finally:
-            handlers.forget(connection)
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", MCPDeprecationWarning)  # logging/setLevel is handshake-era, and served
-        server = _AnnouncingServer(
-            "toolbridge",
-            version=__version__,
-            instructions="Tools from many MCP servers. Use tool_search to find deferred tools.",
-            lifespan=per_connection,
-            on_list_tools=handlers.list_tools,
-            on_call_tool=handlers.call_tool,
-            on_list_resources=handlers.list_resources,
-            on_list_resource_templates=handlers.resources.templates,
-            on_read_resource=handlers.read_resource,
-            on_subscribe_resource=handlers.resources.subscribe,
-            on_unsubscribe_resource=handlers.resources.unsubscribe,
-            on_list_prompts=handlers.list_prompts,
-            on_get_prompt=handlers.prompts.get,
-            on_completion=handlers.prompts.complete,
-            on_set_logging_level=handlers.set_logging_level,
-            on_subscriptions_listen=handlers.listen,
-            get_tool_input_schema=handlers.input_schema,
-        )
-    if not tracing():
-        server.middleware = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
-    return server
