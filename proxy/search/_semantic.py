@@ -38,9 +38,9 @@ VOCAB = Path(__file__).with_name("minilm_vocab.txt")
 MAX_TOKENS = 128
 DIMENSIONS = 384
 QUERY_CACHE = 512  # recent query vectors kept, so a repeated query costs no model run
-# One thread per model run. Measured on a shared 2-core machine: a short query takes ~3 ms on one thread and
-# 3-11 ms on two (they wait for each other); a batch costs the same CPU either way, and one thread leaves the
-# other core to the event loop while tools embed in the background.
+# One thread per model run. Measured on a shared 2-core machine (float32 form): a short query took ~3 ms on
+# one thread and 3-11 ms on two (they wait for each other); a batch costs the same CPU either way, and one
+# thread leaves the other core to the event loop while tools embed in the background.
 THREADS = 1
 
 
@@ -69,6 +69,20 @@ def _session(model: bytes) -> Any:
     return onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
+def _load(path: Path, source: bytes) -> tuple[Any, str]:
+    """A session on `source` rewritten for integer products, else (with a warning) on `source` as it is."""
+    from proxy.search import _int8
+
+    try:
+        session = _session(_int8.integer_products(source))
+        MiniLM.pooled(session, [101, 102])  # [CLS] [SEP]: it loads and runs
+        return session, "integer products"
+    except Exception as exc:
+        logger.warning("semantic search: could not rewrite %s for integer products (%s); running it as shipped, "
+                       "about twice as slow", path, exc)
+        return _session(source), "as shipped"
+
+
 class MiniLM:
     """all-MiniLM-L6-v2 from an int8 ONNX file: BERT uncased WordPiece, encoder, mean pooling, L2 normalisation.
 
@@ -79,30 +93,21 @@ class MiniLM:
     once (onnxruntime sessions and tokenizers allow it).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, integer_products: bool = True) -> None:
+        """`integer_products=False` runs the file as shipped (bench/search_quantized.py compares the two)."""
         from tokenizers import BertWordPieceTokenizer
 
-        from proxy.search import _int8
-
         source = path.read_bytes()
-        try:
-            self.session = _session(_int8.integer_products(source))
-            self._run(self.session, [101, 102])  # [CLS] [SEP]: it loads and runs
-            form = "integer products"
-        except Exception as exc:
-            logger.warning("semantic search: could not rewrite %s for integer products (%s); running it as "
-                           "shipped, about twice as slow", path, exc)
-            self.session, form = _session(source), "as shipped"
-        self.form = form
+        self.session, self.form = _load(path, source) if integer_products else (_session(source), "as shipped")
         self.tokenizer = BertWordPieceTokenizer(str(VOCAB), lowercase=True)
         self.tokenizer.enable_truncation(MAX_TOKENS)
         digest = hashlib.sha256(source)
-        for part in (form.encode(), b"one text per run", VOCAB.read_bytes(), str(MAX_TOKENS).encode()):
+        for part in (self.form.encode(), b"one text per run", VOCAB.read_bytes(), str(MAX_TOKENS).encode()):
             digest.update(b"\0" + part)
         self.id = digest.hexdigest()[:16]
 
     @staticmethod
-    def _run(session: Any, ids: Sequence[int]) -> Any:
+    def pooled(session: Any, ids: Sequence[int]) -> Any:
         """Mean-pooled unit vector of one token sequence."""
         import numpy as np
 
@@ -118,7 +123,7 @@ class MiniLM:
 
         if not texts:
             return np.zeros((0, DIMENSIONS), np.float32)
-        return np.stack([self._run(self.session, e.ids) for e in self.tokenizer.encode_batch(list(texts))])
+        return np.stack([self.pooled(self.session, e.ids) for e in self.tokenizer.encode_batch(list(texts))])
 
 
 CHECKPOINT_EVERY = 32  # texts embedded between two cancellation points
