@@ -78,10 +78,14 @@ def integer_products(model: bytes) -> bytes:
             continue
         quantised, scale = weight
         consumers = uses[mul.output[0]]
-        if all(n.op_type == "MatMul" and i == 1 for n, i in consumers):
+        shape, scales = list(quantised.dims), list(scale.dims)
+        # a scale per output column (or one for all) scales the product's columns; a Gather's is per row
+        if len(shape) == 2 and scales in ([], [1], [shape[1]], [1, shape[1]]) and all(
+                n.op_type == "MatMul" and i == 1 for n, i in consumers):
             for node, _ in consumers:
                 expand[id(node)] = _integer_matmul(node, quantised.name, scale.name)
-        elif all(n.op_type == "Gather" and i == 0 and _axis(n) == 0 for n, i in consumers):
+        elif len(shape) == 2 and scales == [shape[0], 1] and all(
+                n.op_type == "Gather" and i == 0 and _axis(n) == 0 for n, i in consumers):
             for node, _ in consumers:
                 expand[id(node)] = _int8_gather(node, quantised.name, scale.name)
         else:
