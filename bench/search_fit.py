@@ -106,7 +106,7 @@ def cross_validate(
 
 
 FUSION_GRID = tuple(i / 20 for i in range(21))  # the lexical share in score fusion
-CLAUSE_GRID = (0.0, 0.1, 0.25, 0.5)  # the fused lexical leg's `Ranking.clause_balance`
+CLAUSE_GRID = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0)  # the fused lexical leg's `Ranking.clause_balance`
 RRF_K = 60
 Legs = tuple[list[tuple[str, float]], dict[str, float]]  # lexical (name, score) list, candidates' cosines
 
