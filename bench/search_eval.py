@@ -11,6 +11,7 @@ Run: .venv/bin/python -m bench.search_eval [--catalogs DIR] [--e2e] [--semantic 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -29,12 +30,12 @@ from pathlib import Path
 import anyio
 from mcp import Client, StdioServerParameters, stdio_client, types
 
-from bench.search_fit import FOLDS, cross_validate, cross_validate_fusion, rrf
+from bench.search_fit import CLAUSE_GRID, FOLDS, Legs, cross_validate, cross_validate_fusion, fit_fusion, rrf
 from proxy.app import embed_pending
 from proxy.config import ToolSearchSettings, ToolsetsConfig
 from proxy.downstream import bridge
 from proxy.registry import Registry
-from proxy.search import SearchDoc, SearchIndex, doc_from_tool
+from proxy.search import RANKING, SearchDoc, SearchIndex, doc_from_tool, semantic
 from proxy.views import Views
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -273,7 +274,7 @@ def run_hybrid(root: Path, catalog: str, queries: str, semantic_cache: Path) -> 
     return {"hybrid": report, "hybrid RRF": score(qs, rrf_rankings, [0.0] * len(qs))}
 
 
-def fusion_legs(catalog: Views, query: str) -> tuple[list[tuple[str, float]], dict[str, float]]:
+def fusion_legs(catalog: Views, query: str) -> Legs:
     """What `bridge.rank` fuses for one query: lexical (name, score) candidates and cosine similarities."""
     scope = catalog.for_profile("default").deferred
     semantic = catalog.semantic
@@ -284,12 +285,19 @@ def fusion_legs(catalog: Views, query: str) -> tuple[list[tuple[str, float]], di
 
 
 def hybrid_cross_validated(root: Path, cache: Path) -> dict[str, Report]:
-    """Score fusion on each tuning set's held-out folds, its lexical share fitted on the other folds."""
+    """Score fusion on each tuning set's held-out folds, its clause balance and lexical share fitted on the
+    other folds."""
     catalog = build_catalog(load_servers(root / "real-fleet.json"), cache)
     sets = {name: load_queries(queries_path(root, name)) for name in TUNING}
-    legs = {q["id"]: fusion_legs(catalog, q["query"]) for qs in sets.values() for q in qs}
-    held, weights = cross_validate_fusion(legs, sets)
-    print(f"hybrid CV: lexical share fitted per fold {weights}")
+    legs: dict[float, dict[str, Legs]] = {}
+    for balance in CLAUSE_GRID:
+        catalog.index.retune(dataclasses.replace(RANKING, clause_balance=balance))
+        legs[balance] = {q["id"]: fusion_legs(catalog, q["query"]) for qs in sets.values() for q in qs}
+    catalog.index.retune(RANKING)
+    held, pairs = cross_validate_fusion(legs, sets)
+    shipped = (RANKING.clause_balance, semantic.LEXICAL_WEIGHT)
+    print(f"hybrid CV: (clause balance, lexical share) fitted per fold {pairs}; on all tuning queries "
+          f"{fit_fusion(legs, [q for qs in sets.values() for q in qs])}, shipped {shipped}")
     return {name: score(qs, [held[q["id"]] for q in qs], [0.0] * len(qs)) for name, qs in sets.items()}
 
 

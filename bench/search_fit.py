@@ -6,7 +6,9 @@ on. `cross_validate` splits the tuning queries into k folds (each set spread ove
 and scores the held-out fold, so its figures say
 what the fitting procedure earns on queries it never saw; `fit` on all of them gives the shipped
 `proxy.search.RANKING`. The fit is coordinate ascent over a small grid per parameter, objective mean
-recall@5 plus a little MRR to break ties.
+recall@5 plus a little MRR to break ties. The fused (hybrid) ranking's two parameters, the lexical leg's
+clause balance and the lexical share, are fitted together over a grid by `fit_fusion` and cross-validated
+by `cross_validate_fusion` (bench/search_eval.py --semantic).
 Run: .venv/bin/python -m bench.search_fit [--catalogs DIR]  (prints the CV figures and the full fit)
 """
 
@@ -104,7 +106,9 @@ def cross_validate(
 
 
 FUSION_GRID = tuple(i / 20 for i in range(21))  # the lexical share in score fusion
+CLAUSE_GRID = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0)  # the fused lexical leg's `Ranking.clause_balance`
 RRF_K = 60
+Legs = tuple[list[tuple[str, float]], dict[str, float]]  # lexical (name, score) list, candidates' cosines
 
 
 def rrf(lexical: Sequence[str], dense: Sequence[str], limit: int) -> list[str]:
@@ -116,26 +120,33 @@ def rrf(lexical: Sequence[str], dense: Sequence[str], limit: int) -> list[str]:
     return sorted(scores, key=lambda n: (-scores[n], n))[:limit]
 
 
-def cross_validate_fusion(
-    legs: dict[str, tuple[list[tuple[str, float]], dict[str, float]]], sets: dict[str, list[dict]], k: int = FOLDS
-) -> tuple[dict[str, list[str]], list[float]]:
-    """Held-out fused rankings per query id, the lexical share fitted on the other folds; and each fold's share.
-    `legs` holds per query id its lexical (name, score) list and its candidates' cosine similarities."""
+def fit_fusion(legs: dict[float, dict[str, Legs]], queries: Sequence[dict]) -> tuple[float, float]:
+    """The (clause balance, lexical share) pair of the grids that ranks `queries` best.
+    `legs` holds per clause balance of CLAUSE_GRID, per query id, what `fuse` fuses."""
     from proxy.search import fuse
 
-    ids = {q["query"]: q["id"] for qs in sets.values() for q in qs}
-
-    def objective(queries: list[dict], weight: float) -> float:
-        r5, mrr = recall5_mrr(lambda text: fuse(*legs[ids[text]], 10, weight), queries)
+    def objective(pair: tuple[float, float]) -> float:
+        balance, weight = pair
+        by_text = {q["query"]: fuse(*legs[balance][q["id"]], 10, weight) for q in queries}
+        r5, mrr = recall5_mrr(by_text.__getitem__, queries)
         return r5 + 0.1 * mrr
 
-    parts, held, weights = folds(sets, k), {}, []
+    return max(((b, w) for b in CLAUSE_GRID for w in FUSION_GRID), key=objective)
+
+
+def cross_validate_fusion(
+    legs: dict[float, dict[str, Legs]], sets: dict[str, list[dict]], k: int = FOLDS
+) -> tuple[dict[str, list[str]], list[tuple[float, float]]]:
+    """Held-out fused rankings per query id, the clause balance and lexical share fitted on the other folds;
+    and each fold's pair."""
+    from proxy.search import fuse
+
+    parts, held, pairs = folds(sets, k), {}, []
     for i, part in enumerate(parts):
-        train = [q for j, other in enumerate(parts) if j != i for q in other]
-        weight = max(FUSION_GRID, key=lambda w, train=train: objective(train, w))
-        weights.append(weight)
-        held.update({q["id"]: fuse(*legs[q["id"]], 10, weight) for q in part})
-    return held, weights
+        balance, weight = fit_fusion(legs, [q for j, other in enumerate(parts) if j != i for q in other])
+        pairs.append((balance, weight))
+        held.update({q["id"]: fuse(*legs[balance][q["id"]], 10, weight) for q in part})
+    return held, pairs
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["REMOVED", "clean", "clean_strings", "first_sentence", "split_sentences"]
+__all__ = ["REMOVED", "clean", "clean_strings", "first_sentence", "split_clauses", "split_sentences"]
 
 REMOVED = "\ufffd"  # shown once where a run of hidden or control characters was taken out
 
@@ -20,6 +20,11 @@ _HIDDEN = re.compile(
 # A sentence ends at `.`, `!` or `?` followed by whitespace or the end, except right after an
 # abbreviation. Dotted names (`api.github.com`, `v1.2`) never match: their `.` is followed by text.
 _SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\betc)[.!?](?=\s|$)", re.IGNORECASE)
+
+
+# A request's clauses: each ends at sentence punctuation, a comma or a semicolon, or before "and", "then",
+# "also", "plus" ("find the sheet, read A1:F9 and chart it" names three steps).
+_CLAUSE_END = re.compile(r",?\s+(?:and then|then|and|also|plus)\s+|(?<=[.!?;:,])\s+", re.IGNORECASE)
 
 
 def clean(text: str) -> str:
@@ -56,3 +61,8 @@ def first_sentence(text: str) -> str:
     text = " ".join(text.split())
     end = _SENTENCE_END.search(text)
     return text if end is None else text[: end.end()]
+
+
+def split_clauses(text: str) -> list[str]:
+    """The clauses of a request, each stripped of the punctuation around it; empty ones dropped."""
+    return [clause for part in _CLAUSE_END.split(text) if (clause := part.strip(" ,;:"))]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections.abc import Collection
@@ -11,6 +12,8 @@ import pytest
 from bench.search_eval import catalogs_dir, load_catalog, load_queries
 from proxy.search import SearchDoc, SearchIndex, doc_from_tool, tokenize
 from proxy.search import _index as search
+from proxy.search._stemming import stem
+from proxy.text import split_clauses
 
 
 def doc(server: str, tool: str, description: str = "", params: tuple[str, ...] = ()) -> SearchDoc:
@@ -290,3 +293,55 @@ def test_a_parameter_description_most_of_a_server_shares_adds_nothing() -> None:
     index = SearchIndex()
     index.set_server("az", docs)
     assert index.search("directory identifier", limit=5) == []
+
+
+def test_a_request_splits_into_clauses_at_commas_sentence_ends_and_step_words() -> None:
+    request = "Open the repo, read its README and then open an issue; also label it. Plus a comment"
+    assert split_clauses(request) == ["Open the repo", "read its README", "open an issue", "label it.", "a comment"]
+    assert split_clauses("android and ios") == ["android", "ios"]
+    assert split_clauses("handle the brand") == ["handle the brand"]  # "and" inside a word splits nothing
+
+
+def test_balancing_clauses_weighs_a_short_step_like_a_long_one() -> None:
+    request = "list the open merge requests of the infra terraform project, then approve it"
+    terms = {stem(w): 1.0 for w in ("list", "open", "merge", "requests", "infra", "terraform", "project", "approve")}
+    terms["pull"] = 0.3  # a synonym: from no clause word
+    balanced = search.balance_clauses(terms, request, 0.5)
+    assert balanced[stem("approve")] == 1.0  # the shortest clause keeps its weight
+    assert balanced[stem("terraform")] == pytest.approx(7**-0.5)  # a clause of 7 content words
+    assert balanced["pull"] == 0.3
+    assert search.balance_clauses(terms, "approve the terraform one, then list", 0.5) == terms  # too short
+    assert search.balance_clauses(terms, request, 0.0) == terms
+
+
+def test_a_word_in_two_clauses_counts_at_its_shorter_clause() -> None:
+    request = "find the failing deploy job of the nightly pipeline run, then rerun the job"
+    balanced = search.balance_clauses({stem("job"): 1.0, stem("nightly"): 1.0}, request, 0.5)
+    assert balanced[stem("job")] == 1.0  # also in "rerun the job", the shortest clause
+    assert balanced[stem("nightly")] == pytest.approx(7**-0.5 / 2**-0.5)  # 7 content words against 2
+
+
+MERGE_REQUESTS = [
+    doc("gitlab", "list_merge_requests", "List the open merge requests of a project, with their labels and authors"),
+    doc("gitlab", "get_merge_request", "Show one merge request of a project: its labels, authors and state"),
+    doc("gitlab", "list_labels", "List the labels of a project"),
+    doc("gitlab", "list_project_members", "List the members and authors of a project"),
+    doc("gitlab", "approve_merge_request", "Approve a merge request"),
+]
+STEPS = "Show the open merge requests of the infra project with their labels and authors, then approve it"
+
+
+def test_the_fused_lexical_leg_ranks_the_tool_of_a_short_step_higher() -> None:
+    index = SearchIndex()
+    index.set_server("gitlab", MERGE_REQUESTS)
+    assert index.search(STEPS, limit=5).index("gitlab__approve_merge_request") == 2
+    assert index.scored(STEPS, limit=5)[0][0] == "gitlab__approve_merge_request"
+
+
+def test_lexical_search_never_balances_clauses() -> None:
+    index = SearchIndex(dataclasses.replace(search.RANKING, clause_balance=0.0))
+    index.set_server("gitlab", MERGE_REQUESTS)
+    unbalanced = [name for name, _ in index.scored(STEPS, limit=5)]
+    assert unbalanced == index.search(STEPS, limit=5)
+    index.retune(search.RANKING)
+    assert index.search(STEPS, limit=5) == unbalanced

@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from proxy.search import _postings as postings
 from proxy.search._stemming import STOP_WORDS, split_words, stem, tokenize
-from proxy.text import split_sentences
+from proxy.text import split_clauses, split_sentences
 
 A = TypeVar("A", bound=tuple[npt.NDArray[Any], ...])
 
@@ -122,14 +122,15 @@ ENUM_MAX_VALUES = 12
 
 @dataclass(frozen=True)
 class Ranking:
-    """The ranking's free parameters, fitted by cross-validation on the development queries
-    (bench/search_eval.py --fit); `weights` and `b` are per field of FIELDS."""
+    """The ranking's free parameters (bench/search_fit.py cross-validates how they are fitted); `weights` and
+    `b` are per field of FIELDS. `clause_balance` applies only to the fused ranking's lexical leg (`scored`)."""
 
     weights: tuple[float, ...] = (3.0, 2.0, 3.0, 1.0, 1.0, 0.25)
     b: tuple[float, ...] = (0.3, 0.0, 0.5, 0.75, 0.5, 0.75)
     k1: float = 2.0
     synonyms: float = 0.3
     name_coverage: float = 0.5
+    clause_balance: float = 0.5
 
 
 RANKING = Ranking()
@@ -138,6 +139,7 @@ BOILERPLATE_SHARE = 0.3
 ACRONYM_MIN_TOOLS = 2
 PREFIX_MIN = 4
 COVERAGE_WORDS = 6
+CLAUSE_MIN_WORDS = 6  # content words a request needs before its clauses are balanced
 
 
 @dataclass(slots=True)
@@ -264,15 +266,22 @@ class SearchIndex:
         if limit <= 0 or not self._entries:
             return []
         exact = self.exact(query, scope)
-        return (exact + [name for name, _ in self.scored(query, limit=limit, scope=scope, exact=exact)])[:limit]
+        return (exact + [name for name, _ in self._top(self._query_terms(query), limit, scope, exact)])[:limit]
 
     def scored(
         self, query: str, *, limit: int, scope: Collection[str] | None = None, exact: Collection[str] = ()
     ) -> list[tuple[str, float]]:
-        """The best `limit` tools other than `exact` with their scores (for fusion), best first."""
+        """The fused ranking's lexical leg: the best `limit` tools other than `exact` with their scores, best
+        first. Unlike `search`, a long request's clauses are balanced (`balance_clauses`): cross-validation
+        favoured that beside the semantic leg, which matches each clause on its own, and not without it."""
+        terms = balance_clauses(self._query_terms(query), query, self.ranking.clause_balance)
+        return self._top(terms, limit, scope, exact)
+
+    def _top(
+        self, terms: dict[str, float], limit: int, scope: Collection[str] | None, exact: Collection[str]
+    ) -> list[tuple[str, float]]:
         if limit <= 0 or not self._entries:
             return []
-        terms = self._query_terms(query)
         scores = self._score(terms, scope)
         for name in exact:
             scores[self._entries[name].doc_id] = 0.0
@@ -409,6 +418,22 @@ class _TermCache(Generic[A]):
 
 def _nbytes(arrays: tuple[npt.NDArray[Any], ...]) -> int:
     return sum(array.nbytes for array in arrays)
+
+
+def balance_clauses(terms: dict[str, float], query: str, balance: float) -> dict[str, float]:
+    """`terms` of a request of several clauses with each clause word's weight scaled by n ** -balance, n the
+    content words of the shortest clause it occurs in, relative to the request's shortest clause: a step
+    named in two words ("then merge it") then counts as much as one described in ten, so the tool for each
+    step can reach the top five. Other terms (joined compounds, prefix completions, synonyms) keep theirs."""
+    if not balance or sum(w not in STOP_WORDS for w in split_words(query)) < CLAUSE_MIN_WORDS:
+        return terms
+    factors: dict[str, float] = {}
+    for clause in split_clauses(query):
+        stems = {stem(w) for w in split_words(clause) if w not in STOP_WORDS}
+        for term in stems:
+            factors[term] = max(factors.get(term, 0.0), len(stems) ** -balance)
+    top = max(factors.values(), default=1.0)
+    return {term: weight * factors.get(term, top) / top for term, weight in terms.items()}
 
 
 def _names(held: str | tuple[str, ...]) -> tuple[str, ...]:
