@@ -183,6 +183,18 @@ def test_the_integer_model_embeds_as_the_shipped_one_does(
 
 
 @needs_model
+def test_a_rewrite_that_disagrees_with_the_shipped_form_is_not_used(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As on a CPU whose integer kernels saturate: the probes' vectors differ, so the file runs as shipped."""
+    monkeypatch.setattr(semantic, "AGREEMENT", 1.5)  # no cosine reaches it
+    model = semantic.MiniLM(shipped_file())
+    assert model.form == "as shipped"
+    assert "differ from the shipped form's on this CPU" in caplog.text
+    assert model.id != semantic.load_model().id
+
+
+@needs_model
 def test_a_texts_vector_does_not_depend_on_what_it_is_embedded_with() -> None:
     model = semantic.load_model()
     alone = model.embed(TEXTS[:1])[0]
