@@ -29,7 +29,7 @@ class DocIds:
     def __init__(self, n_fields: int) -> None:
         self.names: list[str] = []  # "" marks a free id
         self._free: list[int] = []
-        self.lengths = np.zeros((0, n_fields), dtype=np.int64)
+        self.lengths = np.zeros((0, n_fields), dtype=np.int32)
 
     @property
     def capacity(self) -> int:
@@ -45,7 +45,7 @@ class DocIds:
             doc_id = len(self.names)
             self.names.append(name)
             if doc_id >= len(self.lengths):
-                grown = np.zeros((max(64, 2 * len(self.lengths)), self.lengths.shape[1]), dtype=np.int64)
+                grown = np.zeros((max(64, 2 * len(self.lengths)), self.lengths.shape[1]), dtype=np.int32)
                 grown[: len(self.lengths)] = self.lengths
                 self.lengths = grown
         self.lengths[doc_id] = lengths
@@ -58,7 +58,7 @@ class DocIds:
 
 
 def field_factors(
-    lengths: npt.NDArray[np.int64], weights: Sequence[float], bs: Sequence[float], avgs: Sequence[float]
+    lengths: npt.NDArray[np.int32], weights: Sequence[float], bs: Sequence[float], avgs: Sequence[float]
 ) -> Floats:
     """BM25F per-field multipliers w_f / (1 - b_f + b_f * len_f / avg_f), one row per document id."""
     out = np.empty(lengths.shape, dtype=np.float64)
@@ -68,32 +68,58 @@ def field_factors(
 
 
 class Block:
-    """One server's postings in four flat arrays, CSR-style: the term ids it has (sorted), where each
-    term's rows start, then every row's document id and per-field term frequencies. A few bytes per
-    posting, against a pair of array views (~200 bytes) per term and server."""
+    """One server's postings in flat arrays, CSR-style: the term ids it has (sorted), where each term's
+    rows start, then every row's document id and per-field term frequencies. A few bytes per posting,
+    against a pair of array views (~200 bytes) per term and server.
 
-    __slots__ = ("ids", "offsets", "term_ids", "tfs")
+    Stored smaller than scoring reads them, since a block is kept for good and read a term at a time:
+    ids as uint16 above the block's lowest (a server's documents are mostly contiguous), and counts
+    two to a byte, 15 standing for "see `big`", which holds the few larger ones (~0.1% of postings).
+    `get` gives back int32 ids and a uint8 (or uint16) count per field, exactly as built.
+    """
+
+    __slots__ = ("base", "big", "ids", "n_fields", "offsets", "term_ids", "tfs")
 
     def __init__(self, rows: Mapping[int, tuple[Sequence[int], Sequence[tuple[int, ...]]]], n_fields: int) -> None:
         order = sorted(rows)
+        self.n_fields = n_fields
         self.term_ids = np.array(order, dtype=np.int32)
         sizes = [len(rows[t][0]) for t in order]
-        self.offsets = np.zeros(len(order) + 1, dtype=np.int64)
+        self.offsets = np.zeros(len(order) + 1, dtype=np.int32)
         np.cumsum(sizes, out=self.offsets[1:])
-        # int32 ids and uint8 counts (uint16 in a block where a field repeats one word over 255 times,
-        # saturating at 65,535) take an eighth of the memory of intp and float64; scoring widens them
-        # to float64 exactly.
-        self.ids = np.fromiter(itertools.chain.from_iterable(rows[t][0] for t in order), dtype=np.int32)
+        ids = np.fromiter(itertools.chain.from_iterable(rows[t][0] for t in order), dtype=np.int32)
+        self.base = int(ids.min()) if len(ids) else 0
+        narrow = int(ids.max(initial=self.base)) - self.base <= np.iinfo(np.uint16).max
+        self.ids = (ids - self.base).astype(np.uint16 if narrow else np.int32)
+        # Counts saturate at 65,535 (a field repeating one word that often); scoring widens them to float64.
         counts = np.array([tf for t in order for tf in rows[t][1]], dtype=np.int64).reshape(-1, n_fields)
-        small = counts.max(initial=0) <= np.iinfo(np.uint8).max
-        self.tfs = counts.astype(np.uint8) if small else np.minimum(counts, np.iinfo(np.uint16).max).astype(np.uint16)
+        counts = np.minimum(counts, np.iinfo(np.uint16).max)
+        rows_big, fields_big = np.nonzero(counts >= _NIBBLE)
+        big_dtype = np.uint8 if counts.max(initial=0) <= np.iinfo(np.uint8).max else np.uint16
+        values = counts[rows_big, fields_big].astype(big_dtype)
+        self.big = (rows_big.astype(np.int32), fields_big.astype(np.uint8), values)
+        nibbles = np.minimum(counts, _NIBBLE).astype(np.uint8)
+        if n_fields % 2:
+            nibbles = np.pad(nibbles, ((0, 0), (0, 1)))
+        self.tfs = nibbles[:, 0::2] | (nibbles[:, 1::2] << 4)
 
     def get(self, term_id: int) -> Chunk | None:
         at = int(np.searchsorted(self.term_ids, term_id))
         if at == len(self.term_ids) or self.term_ids[at] != term_id:
             return None
-        start, end = self.offsets[at], self.offsets[at + 1]
-        return self.ids[start:end], self.tfs[start:end]
+        start, end = int(self.offsets[at]), int(self.offsets[at + 1])
+        ids = self.ids[start:end].astype(np.int32) + self.base
+        packed = self.tfs[start:end]
+        counts = np.empty((end - start, packed.shape[1] * 2), dtype=self.big[2].dtype)
+        counts[:, 0::2], counts[:, 1::2] = packed & 0x0F, packed >> 4
+        counts = counts[:, : self.n_fields]
+        rows_big, fields_big, values = self.big
+        lo, hi = np.searchsorted(rows_big, (start, end))
+        counts[rows_big[lo:hi] - start, fields_big[lo:hi]] = values[lo:hi]
+        return ids, counts
+
+
+_NIBBLE = 15  # the largest count stored in its half byte; a count of 15 or more is looked up in `Block.big`
 
 
 def joined(parts: Sequence[Chunk]) -> Chunk:
