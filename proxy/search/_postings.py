@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -75,10 +76,10 @@ class Block:
     Stored smaller than scoring reads them, since a block is kept for good and read a term at a time:
     ids as uint16 above the block's lowest (a server's documents are mostly contiguous), and counts
     two to a byte, 15 standing for "see `big`", which holds the few larger ones (~0.1% of postings).
-    `get` gives back int32 ids and a uint8 (or uint16) count per field, exactly as built.
+    `joined` gives back int32 ids and a uint8 (or uint16) count per field, exactly as built.
     """
 
-    __slots__ = ("base", "big", "ids", "n_fields", "offsets", "term_ids", "tfs")
+    __slots__ = ("base", "big", "dtype", "ids", "n_fields", "offsets", "term_ids", "tfs")
 
     def __init__(self, rows: Mapping[int, tuple[Sequence[int], Sequence[tuple[int, ...]]]], n_fields: int) -> None:
         order = sorted(rows)
@@ -94,39 +95,58 @@ class Block:
         # Counts saturate at 65,535 (a field repeating one word that often); scoring widens them to float64.
         counts = np.array([tf for t in order for tf in rows[t][1]], dtype=np.int64).reshape(-1, n_fields)
         counts = np.minimum(counts, np.iinfo(np.uint16).max)
-        rows_big, fields_big = np.nonzero(counts >= _NIBBLE)
-        big_dtype = np.uint8 if counts.max(initial=0) <= np.iinfo(np.uint8).max else np.uint16
-        values = counts[rows_big, fields_big].astype(big_dtype)
-        self.big = (rows_big.astype(np.int32), fields_big.astype(np.uint8), values)
+        self.dtype = np.dtype(np.uint8 if counts.max(initial=0) <= np.iinfo(np.uint8).max else np.uint16)
+        self.big: dict[int, Big] = {}  # by the term's position in `term_ids`; rows from the term's first
+        big_rows, big_fields = np.nonzero(counts >= _NIBBLE)
+        big_values = counts[big_rows, big_fields].astype(self.dtype)
+        big_terms = np.searchsorted(self.offsets, big_rows, side="right") - 1
+        for at in np.unique(big_terms).tolist():
+            chosen = big_terms == at
+            self.big[at] = (big_rows[chosen] - self.offsets[at], big_fields[chosen], big_values[chosen])
         nibbles = np.minimum(counts, _NIBBLE).astype(np.uint8)
         if n_fields % 2:
             nibbles = np.pad(nibbles, ((0, 0), (0, 1)))
         self.tfs = nibbles[:, 0::2] | (nibbles[:, 1::2] << 4)
 
-    def get(self, term_id: int) -> Chunk | None:
-        at = int(np.searchsorted(self.term_ids, term_id))
+    def get(self, term_id: int) -> Part | None:
+        """The term's rows here, still packed (`joined` unpacks every server's at once)."""
+        at = int(self.term_ids.searchsorted(term_id))
         if at == len(self.term_ids) or self.term_ids[at] != term_id:
             return None
         start, end = int(self.offsets[at]), int(self.offsets[at + 1])
-        ids = self.ids[start:end].astype(np.int32) + self.base
-        packed = self.tfs[start:end]
-        counts = np.empty((end - start, packed.shape[1] * 2), dtype=self.big[2].dtype)
-        counts[:, 0::2], counts[:, 1::2] = packed & 0x0F, packed >> 4
-        counts = counts[:, : self.n_fields]
-        rows_big, fields_big, values = self.big
-        lo, hi = np.searchsorted(rows_big, (start, end))
-        counts[rows_big[lo:hi] - start, fields_big[lo:hi]] = values[lo:hi]
-        return ids, counts
+        return Part(self.ids[start:end], self.base, self.tfs[start:end], self.n_fields, self.dtype, self.big.get(at))
 
 
+class Part(NamedTuple):
+    """One block's rows of one term, as stored (see `Block`)."""
+
+    ids: npt.NDArray[np.uint16] | npt.NDArray[np.int32]
+    base: int
+    tfs: npt.NDArray[np.uint8]
+    n_fields: int
+    dtype: np.dtype[Any]  # of the counts as built: uint8, or uint16 where one passed 255
+    big: Big | None
+
+
+Big = tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], Counts]  # rows, fields and counts of 15 or more
 _NIBBLE = 15  # the largest count stored in its half byte; a count of 15 or more is looked up in `Block.big`
 
 
-def joined(parts: Sequence[Chunk]) -> Chunk:
-    """A term's postings over all servers; which document comes first does not matter to any sum."""
-    if len(parts) == 1:
-        return parts[0]
-    return np.concatenate([ids for ids, _ in parts]), np.concatenate([tfs for _, tfs in parts])
+def joined(parts: Sequence[Part]) -> Chunk:
+    """A term's postings over all servers, unpacked: int32 document ids and a count per field (uint8,
+    or uint16 if any server's needs it). Which document comes first does not matter to any sum."""
+    sizes = [len(part.ids) for part in parts]
+    ids = np.concatenate([part.ids for part in parts]).astype(np.int32)
+    ids += np.repeat(np.array([part.base for part in parts], dtype=np.int32), sizes)
+    packed = np.concatenate([part.tfs for part in parts])
+    counts = np.empty((len(packed), 2 * packed.shape[1]), dtype=np.result_type(*(part.dtype for part in parts)))
+    counts[:, 0::2], counts[:, 1::2] = packed & 0x0F, packed >> 4
+    counts = counts[:, : parts[0].n_fields]
+    for at, part in zip(itertools.accumulate(sizes, initial=0), parts, strict=False):
+        if part.big is not None:
+            rows, fields, values = part.big
+            counts[at + rows, fields] = values
+    return ids, counts
 
 
 def impacts(ids: Ids, tfs: Counts, factors: Floats, k1: float) -> Floats:
