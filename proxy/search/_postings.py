@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -29,7 +30,7 @@ class DocIds:
     def __init__(self, n_fields: int) -> None:
         self.names: list[str] = []  # "" marks a free id
         self._free: list[int] = []
-        self.lengths = np.zeros((0, n_fields), dtype=np.int64)
+        self.lengths = np.zeros((0, n_fields), dtype=np.int32)
 
     @property
     def capacity(self) -> int:
@@ -45,7 +46,7 @@ class DocIds:
             doc_id = len(self.names)
             self.names.append(name)
             if doc_id >= len(self.lengths):
-                grown = np.zeros((max(64, 2 * len(self.lengths)), self.lengths.shape[1]), dtype=np.int64)
+                grown = np.zeros((max(64, 2 * len(self.lengths)), self.lengths.shape[1]), dtype=np.int32)
                 grown[: len(self.lengths)] = self.lengths
                 self.lengths = grown
         self.lengths[doc_id] = lengths
@@ -58,7 +59,7 @@ class DocIds:
 
 
 def field_factors(
-    lengths: npt.NDArray[np.int64], weights: Sequence[float], bs: Sequence[float], avgs: Sequence[float]
+    lengths: npt.NDArray[np.int32], weights: Sequence[float], bs: Sequence[float], avgs: Sequence[float]
 ) -> Floats:
     """BM25F per-field multipliers w_f / (1 - b_f + b_f * len_f / avg_f), one row per document id."""
     out = np.empty(lengths.shape, dtype=np.float64)
@@ -68,39 +69,84 @@ def field_factors(
 
 
 class Block:
-    """One server's postings in four flat arrays, CSR-style: the term ids it has (sorted), where each
-    term's rows start, then every row's document id and per-field term frequencies. A few bytes per
-    posting, against a pair of array views (~200 bytes) per term and server."""
+    """One server's postings in flat arrays, CSR-style: the term ids it has (sorted), where each term's
+    rows start, then every row's document id and per-field term frequencies. A few bytes per posting,
+    against a pair of array views (~200 bytes) per term and server.
 
-    __slots__ = ("ids", "offsets", "term_ids", "tfs")
+    Stored smaller than scoring reads them, since a block is kept for good and read a term at a time:
+    ids as uint16 above the block's lowest (a server's documents are mostly contiguous), and counts
+    two to a byte, 15 standing for "see `big`", which holds the few larger ones (~0.2% of postings).
+    `joined` gives back int32 ids and a uint8 (or uint16) count per field, exactly as built.
+    """
+
+    __slots__ = ("base", "big", "big_offsets", "dtype", "ids", "n_fields", "offsets", "term_ids", "tfs")
 
     def __init__(self, rows: Mapping[int, tuple[Sequence[int], Sequence[tuple[int, ...]]]], n_fields: int) -> None:
         order = sorted(rows)
+        self.n_fields = n_fields
         self.term_ids = np.array(order, dtype=np.int32)
         sizes = [len(rows[t][0]) for t in order]
-        self.offsets = np.zeros(len(order) + 1, dtype=np.int64)
+        self.offsets = np.zeros(len(order) + 1, dtype=np.int32)
         np.cumsum(sizes, out=self.offsets[1:])
-        # int32 ids and uint8 counts (uint16 in a block where a field repeats one word over 255 times,
-        # saturating at 65,535) take an eighth of the memory of intp and float64; scoring widens them
-        # to float64 exactly.
-        self.ids = np.fromiter(itertools.chain.from_iterable(rows[t][0] for t in order), dtype=np.int32)
+        ids = np.fromiter(itertools.chain.from_iterable(rows[t][0] for t in order), dtype=np.int32)
+        self.base = int(ids.min()) if len(ids) else 0
+        narrow = int(ids.max(initial=self.base)) - self.base <= np.iinfo(np.uint16).max
+        self.ids = (ids - self.base).astype(np.uint16 if narrow else np.int32)
+        # Counts saturate at 65,535 (a field repeating one word that often); scoring widens them to float64.
         counts = np.array([tf for t in order for tf in rows[t][1]], dtype=np.int64).reshape(-1, n_fields)
-        small = counts.max(initial=0) <= np.iinfo(np.uint8).max
-        self.tfs = counts.astype(np.uint8) if small else np.minimum(counts, np.iinfo(np.uint16).max).astype(np.uint16)
+        counts = np.minimum(counts, np.iinfo(np.uint16).max)
+        self.dtype = np.dtype(np.uint8 if counts.max(initial=0) <= np.iinfo(np.uint8).max else np.uint16)
+        big_rows, big_fields = np.nonzero(counts >= _NIBBLE)  # in row order, so each term's are together
+        big_values = counts[big_rows, big_fields].astype(self.dtype)
+        self.big = (big_rows.astype(np.int32), big_fields.astype(np.uint8), big_values)
+        self.big_offsets = np.searchsorted(big_rows, self.offsets).astype(np.int32)  # each term's first in `big`
+        nibbles = np.minimum(counts, _NIBBLE).astype(np.uint8)
+        if n_fields % 2:
+            nibbles = np.pad(nibbles, ((0, 0), (0, 1)))
+        self.tfs = nibbles[:, 0::2] | (nibbles[:, 1::2] << 4)
 
-    def get(self, term_id: int) -> Chunk | None:
-        at = int(np.searchsorted(self.term_ids, term_id))
+    def get(self, term_id: int) -> Part | None:
+        """The term's rows here, still packed (`joined` unpacks every server's at once)."""
+        at = int(self.term_ids.searchsorted(term_id))
         if at == len(self.term_ids) or self.term_ids[at] != term_id:
             return None
-        start, end = self.offsets[at], self.offsets[at + 1]
-        return self.ids[start:end], self.tfs[start:end]
+        start, end = int(self.offsets[at]), int(self.offsets[at + 1])
+        lo, hi = int(self.big_offsets[at]), int(self.big_offsets[at + 1])
+        rows, fields, values = self.big
+        big = (rows[lo:hi] - start, fields[lo:hi], values[lo:hi]) if hi > lo else None
+        return Part(self.ids[start:end], self.base, self.tfs[start:end], self.n_fields, self.dtype, big)
 
 
-def joined(parts: Sequence[Chunk]) -> Chunk:
-    """A term's postings over all servers; which document comes first does not matter to any sum."""
-    if len(parts) == 1:
-        return parts[0]
-    return np.concatenate([ids for ids, _ in parts]), np.concatenate([tfs for _, tfs in parts])
+class Part(NamedTuple):
+    """One block's rows of one term, as stored (see `Block`)."""
+
+    ids: npt.NDArray[np.uint16] | npt.NDArray[np.int32]
+    base: int
+    tfs: npt.NDArray[np.uint8]
+    n_fields: int
+    dtype: np.dtype[Any]  # of the counts as built: uint8, or uint16 where one passed 255
+    big: Big | None
+
+
+Big = tuple[npt.NDArray[np.int32], npt.NDArray[np.uint8], Counts]  # rows, fields and counts of 15 or more
+_NIBBLE = 15  # the largest count stored in its half byte; a count of 15 or more is looked up in `Block.big`
+
+
+def joined(parts: Sequence[Part]) -> Chunk:
+    """A term's postings over all servers, unpacked: int32 document ids and a count per field (uint8,
+    or uint16 if any server's needs it). Which document comes first does not matter to any sum."""
+    sizes = [len(part.ids) for part in parts]
+    ids = np.concatenate([part.ids for part in parts]).astype(np.int32)
+    ids += np.repeat(np.array([part.base for part in parts], dtype=np.int32), sizes)
+    packed = np.concatenate([part.tfs for part in parts])
+    counts = np.empty((len(packed), 2 * packed.shape[1]), dtype=np.result_type(*(part.dtype for part in parts)))
+    counts[:, 0::2], counts[:, 1::2] = packed & 0x0F, packed >> 4
+    counts = counts[:, : parts[0].n_fields]
+    for at, part in zip(itertools.accumulate(sizes, initial=0), parts, strict=False):
+        if part.big is not None:
+            rows, fields, values = part.big
+            counts[at + rows, fields] = values
+    return ids, counts
 
 
 def impacts(ids: Ids, tfs: Counts, factors: Floats, k1: float) -> Floats:

@@ -36,6 +36,7 @@ from proxy.errors import (
     translate,
 )
 from proxy.upstream._backchannel import BackChannel, InFlight, NoticeSink, client_callbacks
+from proxy.upstream._schemas import OutputSchemas
 from proxy.upstream._sse import sse_transport
 from proxy.upstream._stdio import stdio_transport
 
@@ -139,6 +140,7 @@ class Connection:
     responses: list[HttpResponse]
     in_flight: InFlight = field(default_factory=InFlight)
     calls_in_flight: int = 0
+    output_schemas: OutputSchemas = field(default_factory=OutputSchemas)
 
     @property
     def server(self) -> str:
@@ -210,7 +212,10 @@ class Connection:
             raise error from exc
 
     async def list_tools(self) -> list[types.Tool]:
-        """Every page of tools/list, filtered by the config's include/exclude globs."""
+        """Every page of tools/list, filtered by the config's include/exclude globs.
+
+        The SDK's copies of their output schemas are emptied until a call needs one (`OutputSchemas`).
+        """
         tools: list[types.Tool] = []
         cursor: str | None = None
         for _ in range(MAX_PAGES):
@@ -220,7 +225,7 @@ class Connection:
                 break
         else:
             logger.warning("server %s: stopped listing after %d pages", self.server, MAX_PAGES)
-        return filter_tools(tools, self.config.tools.include, self.config.tools.exclude)
+        return filter_tools(self.output_schemas.adopt(tools), self.config.tools.include, self.config.tools.exclude)
 
     async def keepalive(self, timeout: float = KEEPALIVE_TIMEOUT) -> None:
         """Make the cheapest round trip (see `_small_request`); raises if the peer is dead.
@@ -302,6 +307,7 @@ class Connection:
         """
         seen = len(self.responses)
         self.calls_in_flight += 1
+        self.output_schemas.restore(name)  # for the SDK's validation of the result
         try:
             async with self.in_flight.call(channel):
                 result = await self.client.call_tool(

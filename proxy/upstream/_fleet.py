@@ -39,12 +39,14 @@ from proxy.upstream._backoff import next_delay
 from proxy.upstream._client import KEEPALIVE_TIMEOUT, Connection, ProgressCallback, connect
 from proxy.upstream._consent import LOGIN_POLL, Consent
 from proxy.upstream._member import STARTABLE, Member, ServerStatus, UpstreamState
+from proxy.upstream._turns import Turns
 
 logger = logging.getLogger(__name__)
 
 KEEPALIVE_INTERVAL = 30.0
 PARK_AFTER_FAILURES = 5
 REPROBE_INTERVAL = 300.0
+LISTING_PATIENCE = 5.0  # how long a listing waits for its turn (`Turns`) before it goes ahead anyway
 T = TypeVar("T")
 
 
@@ -111,6 +113,7 @@ class Fleet:
         self._grace = grace
         self._cache = cache
         self._spawn = anyio.CapacityLimiter(spawn_concurrency or 4 * (os.cpu_count() or 1))
+        self._listing = Turns(LISTING_PATIENCE)
         self._login_poll = login_poll
         self._lazy = lazy
         self._idle_timeout = idle_timeout
@@ -377,21 +380,23 @@ class Fleet:
         """List every page and register the result: one `set_server_tools`, one generation bump.
 
         Once listed, the SDK is made to let go of the answer it still holds (`Connection.drop_last_answer`).
+        Servers take turns (`Turns`), so one answer's transient objects are gone before the next arrives.
         """
         conn.signals.changed = False  # a notification during the listing triggers one more refresh
-        tools = await conn.list_tools()
-        if self.catalogs is not None:
-            resources, templates, prompts = await conn.list_catalog()
-            self.catalogs.set_server_catalog(up.name, resources, templates, prompts, prefix=up.config.prefix)
-        await conn.drop_last_answer()  # before registering: READY follows registration with no await between
-        up.tool_count, up.listed = len(tools), True
-        change = self.registry.set_server_tools(up.name, tools, prefix=up.config.prefix)
-        if change.changed:
-            logger.info("server %s: %d tools (+%d ~%d -%d)", up.name, len(tools),
-                        len(change.added), len(change.replaced), len(change.removed))
-        if self._cache is not None and (change.changed or not up.stored):
-            self._cache.store(up.config, tools)
-            up.stored = True
+        async with self._listing.turn():
+            tools = await conn.list_tools()
+            if self.catalogs is not None:
+                resources, templates, prompts = await conn.list_catalog()
+                self.catalogs.set_server_catalog(up.name, resources, templates, prompts, prefix=up.config.prefix)
+            await conn.drop_last_answer()  # before registering: READY follows registration with no await between
+            up.tool_count, up.listed = len(tools), True
+            change = self.registry.set_server_tools(up.name, tools, prefix=up.config.prefix)
+            if change.changed:
+                logger.info("server %s: %d tools (+%d ~%d -%d)", up.name, len(tools),
+                            len(change.added), len(change.replaced), len(change.removed))
+            if self._cache is not None and (change.changed or not up.stored):
+                self._cache.store(up.config, tools)
+                up.stored = True
 
     def _list_cached(self, ups: Iterable[Member]) -> None:
         """Register the servers' cached catalogs, if any, in one go: each is listed (and settled) before

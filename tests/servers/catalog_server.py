@@ -1,7 +1,8 @@
 """A stdio MCP server with a chosen catalog: N generated tools, or a server from a catalog JSON.
 
-Every tool echoes its name and arguments; with `--calls-log FILE` each call appends one JSON
-line, so a test can prove that a call reached the upstream exactly once (or never).
+Every tool echoes its name and arguments (with `--structured`, its arguments as structured content
+too); with `--calls-log FILE` each call appends one JSON line, so a test can prove that a call
+reached the upstream exactly once (or never).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def catalog_tools(path: Path, server: str | None, copies: int) -> list[types.Too
     ]
 
 
-def build(tools: list[types.Tool], calls_log: Path | None) -> Server[Any]:
+def build(tools: list[types.Tool], calls_log: Path | None, structured: bool = False) -> Server[Any]:
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
 
@@ -49,7 +50,8 @@ def build(tools: list[types.Tool], calls_log: Path | None) -> Server[Any]:
         if calls_log is not None:
             with calls_log.open("a") as log:
                 log.write(json.dumps(record) + "\n")
-        return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(record))])
+        return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(record))],
+                                    structured_content=record["arguments"] if structured else None)
 
     return Server("catalog", on_list_tools=list_tools, on_call_tool=call_tool)
 
@@ -62,13 +64,14 @@ def main() -> None:
     parser.add_argument("--server", help="which server of --catalog to serve (default: all of them)")
     parser.add_argument("--copies", type=int, default=1, help="serve --catalog this many times over")
     parser.add_argument("--calls-log", type=Path)
+    parser.add_argument("--structured", action="store_true", help="return the arguments as structured content")
     parser.add_argument("--slow-start", type=float, default=0.0)
     args = parser.parse_args()
     tools = generated_tools(args.tools, args.prefix)
     if args.catalog:
         tools += catalog_tools(args.catalog, args.server, args.copies)
     time.sleep(args.slow_start)
-    server = build(tools, args.calls_log)
+    server = build(tools, args.calls_log, args.structured)
 
     async def serve() -> None:
         async with stdio_server() as (read, write):
