@@ -12,10 +12,11 @@ from proxy.upstream._backchannel import BackChannel, InFlight, NoticeSink, clien
 from proxy.upstream._backoff import next_delay
 from proxy.upstream._cache import CatalogCache, config_key
 from proxy.upstream._client import Connection, ProgressCallback, connect, filter_tools, strip_server_info
-from proxy.upstream._fleet import CatalogSink, Fleet, ToolSink
+from proxy.upstream._fleet import Fleet
 from proxy.upstream._login import login
 from proxy.upstream._member import ServerStatus, UpstreamState
 from proxy.upstream._oauth import token_store
+from proxy.upstream._publisher import CatalogSink, ToolSink
 from proxy.upstream._stdio import resolve_command
 from proxy.upstream._wire import MessageReader, MessageWriter, Pipes, encode, open_pipes
 

@@ -17,7 +17,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 from mcp import Client, types
@@ -39,38 +39,14 @@ from proxy.upstream._backoff import next_delay
 from proxy.upstream._client import KEEPALIVE_TIMEOUT, Connection, ProgressCallback, connect
 from proxy.upstream._consent import LOGIN_POLL, Consent
 from proxy.upstream._member import STARTABLE, Member, ServerStatus, UpstreamState
-from proxy.upstream._turns import Turns
+from proxy.upstream._publisher import CatalogSink, Publisher, ToolSink
 
 logger = logging.getLogger(__name__)
 
 KEEPALIVE_INTERVAL = 30.0
 PARK_AFTER_FAILURES = 5
 REPROBE_INTERVAL = 300.0
-LISTING_PATIENCE = 5.0  # how long a listing waits for its turn (`Turns`) before it goes ahead anyway
 T = TypeVar("T")
-
-
-class ToolSink(Protocol):
-    """Where the fleet puts each server's tools (the registry); it bumps on availability changes."""
-
-    def set_server_tools(self, server: str, tools: Iterable[types.Tool], *, prefix: bool = True) -> Any: ...
-
-    def set_servers_tools(self, catalogs: Mapping[str, tuple[Iterable[types.Tool], bool]]) -> Any: ...
-
-    def remove_server(self, server: str) -> Any: ...
-
-    def bump(self) -> None: ...
-
-
-class CatalogSink(Protocol):
-    """Where the fleet puts each server's resources, resource templates and prompts."""
-
-    def set_server_catalog(
-        self, server: str, resources: Iterable[types.Resource], templates: Iterable[types.ResourceTemplate],
-        prompts: Iterable[types.Prompt], *, prefix: bool = True,
-    ) -> None: ...
-
-    def remove_server(self, server: str) -> None: ...
 
 
 class Fleet:
@@ -98,7 +74,7 @@ class Fleet:
         login_poll: float = LOGIN_POLL,
     ) -> None:
         self.registry = registry
-        self.catalogs = catalogs
+        self._publisher = Publisher(registry, catalogs, cache)
         self._notices = notices
         self.availability = Availability(check=self.is_offered, grace=grace)
         self.ready = anyio.Event()  # every server settled: what the first tools/list waits for
@@ -111,9 +87,7 @@ class Fleet:
         self._park_after = park_after
         self._reprobe = reprobe
         self._grace = grace
-        self._cache = cache
         self._spawn = anyio.CapacityLimiter(spawn_concurrency or 4 * (os.cpu_count() or 1))
-        self._listing = Turns(LISTING_PATIENCE)
         self._login_poll = login_poll
         self._lazy = lazy
         self._idle_timeout = idle_timeout
@@ -149,7 +123,7 @@ class Fleet:
                     self._reconcile(tg)
         finally:
             for up in self._servers.values():
-                self._withdraw(up)
+                self._publisher.withdraw(up)
 
     def update(self, upstreams: Mapping[str, UpstreamConfig]) -> None:
         """Adopt a new set of upstream configs (hot reload); `run()` applies it at once."""
@@ -175,7 +149,7 @@ class Fleet:
 
     def _start(self, tg: anyio.abc.TaskGroup, up: Member) -> None:
         if up.state is UpstreamState.DISABLED:
-            self._withdraw(up)
+            self._publisher.withdraw(up)
             return
         tg.start_soon(self._run_upstream, up, name=f"upstream {up.name}")
 
@@ -296,7 +270,7 @@ class Fleet:
         finally:
             up.connection = None
             if self._servers.get(up.name, up) is up:  # a restarted server's successor keeps its tools
-                self._withdraw(up)
+                self._publisher.withdraw(up)
 
     async def _connect_and_serve(self, up: Member) -> bool:
         """One connection's life: connect, list, serve until it ends; True when stopped for being idle.
@@ -323,7 +297,7 @@ class Fleet:
                 ):
                     if conn.modern and conn.announces_changes:
                         tg.start_soon(conn.follow_changes)
-                    await self._refresh(up, conn)
+                    await self._publisher.refresh(up, conn)
                     scope.deadline = math.inf
                     if slot is not None:
                         slot.release()
@@ -371,43 +345,15 @@ class Fleet:
             if signals.lost:
                 raise UpstreamUnavailable(up.name, "connection lost (server exited or went away)")
             if signals.changed:
-                await self._refresh(up, conn)
+                await self._publisher.refresh(up, conn)
             elif anyio.current_time() >= pinged + self._keepalive:
                 await conn.keepalive(self._keepalive_timeout)
                 pinged = anyio.current_time()
 
-    async def _refresh(self, up: Member, conn: Connection) -> None:
-        """List every page and register the result: one `set_server_tools`, one generation bump.
-
-        Once listed, the SDK is made to let go of the answer it still holds (`Connection.drop_last_answer`).
-        Servers take turns (`Turns`), so one answer's transient objects are gone before the next arrives.
-        """
-        conn.signals.changed = False  # a notification during the listing triggers one more refresh
-        async with self._listing.turn():
-            tools = await conn.list_tools()
-            if self.catalogs is not None:
-                resources, templates, prompts = await conn.list_catalog()
-                self.catalogs.set_server_catalog(up.name, resources, templates, prompts, prefix=up.config.prefix)
-            await conn.drop_last_answer()  # before registering: READY follows registration with no await between
-            up.tool_count, up.listed = len(tools), True
-            change = self.registry.set_server_tools(up.name, tools, prefix=up.config.prefix)
-            if change.changed:
-                logger.info("server %s: %d tools (+%d ~%d -%d)", up.name, len(tools),
-                            len(change.added), len(change.replaced), len(change.removed))
-            if self._cache is not None and (change.changed or not up.stored):
-                self._cache.store(up.config, tools)
-                up.stored = True
-
     def _list_cached(self, ups: Iterable[Member]) -> None:
-        """Register the servers' cached catalogs, if any, in one go: each is listed (and settled) before
-        it connects, and a lazy one is not started."""
-        if self._cache is None:
-            return
-        found = [(up, tools) for up in ups if up.state is not UpstreamState.DISABLED
-                 and (tools := self._cache.load(up.config)) is not None]
-        self.registry.set_servers_tools({up.name: (tools, up.config.prefix) for up, tools in found})
-        for up, tools in found:
-            up.tool_count, up.listed, up.stored, up.settled = len(tools), True, True, True
+        """Register the servers' cached catalogs: each is listed (and settled) before it connects, and a lazy
+        one is not started."""
+        for up in self._publisher.list_cached(ups):
             if up.lazy:
                 up.tried = True
                 self._set_state(up, UpstreamState.LAZY, "not started; tools from the cached catalog")
@@ -434,7 +380,7 @@ class Fleet:
             logger.warning("%s; parked, re-probing every %g s", error, self._reprobe)
             self._set_state(up, UpstreamState.PARKED, error.reason)
             if self._servers.get(up.name) is up:
-                self._withdraw(up)
+                self._publisher.withdraw(up)
             up.listed = up.stored = False
             await anyio.sleep(self._reprobe)
             return
@@ -442,7 +388,6 @@ class Fleet:
         logger.warning("%s; reconnecting in %.1f s", error, delay)
         self._set_state(up, UpstreamState.BACKOFF, f"{error.reason}; retrying in {delay:.1f} s")
         await anyio.sleep(delay)
-
 
     async def _wait_for_consent(self, up: Member, error: UpstreamNeedsAuth) -> None:
         """No retry loop and no parking: try again once a login stored new tokens (or after `reprobe`)."""
@@ -467,12 +412,8 @@ class Fleet:
         with anyio.move_on_after(up.config.connect_timeout + self._login_poll):
             await up.wait_for(UpstreamState.READY)
         return up.connection
-    # --- state bookkeeping -----------------------------------------------------------------------
 
-    def _withdraw(self, up: Member) -> None:
-        self.registry.remove_server(up.name)
-        if self.catalogs is not None:
-            self.catalogs.remove_server(up.name)
+    # --- state bookkeeping -----------------------------------------------------------------------
 
     def _set_state(self, up: Member, state: UpstreamState, reason: str) -> None:
         was_offered = up.offered
