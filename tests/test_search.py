@@ -11,6 +11,7 @@ import pytest
 
 from bench.search_eval import catalogs_dir, load_catalog, load_queries
 from proxy.search import SearchDoc, SearchIndex, doc_from_tool, tokenize
+from proxy.search import _documents as documents
 from proxy.search import _index as search
 from proxy.search._stemming import stem
 from proxy.text import split_clauses
@@ -203,9 +204,9 @@ class _Reference:
         self.tfs: dict[str, dict[str, tuple[int, ...]]] = {}
         self.lengths: dict[str, tuple[int, ...]] = {}
         for docs in servers.values():
-            boilerplate, acronyms = search._boilerplate(docs), search._name_acronyms(docs)
+            boilerplate, acronyms = documents.server_boilerplate(docs), documents.name_acronyms(docs)
             for d in docs:
-                self.tfs[d.name], self.lengths[d.name] = search._field_counts(d, boilerplate, acronyms)
+                self.tfs[d.name], self.lengths[d.name] = documents.field_counts(d, boilerplate, acronyms)
 
     def scores(self, terms: dict[str, float], scope: Collection[str] | None) -> dict[str, float]:
         n, ranking = len(self.tfs), search.RANKING

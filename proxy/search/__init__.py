@@ -5,7 +5,8 @@ weights and its embedding cache from disk.
 """
 
 from proxy.search import _semantic as semantic
-from proxy.search._index import FIELDS, RANKING, Ranking, SearchDoc, SearchIndex, doc_from_tool
+from proxy.search._documents import FIELDS, SearchDoc, doc_from_tool
+from proxy.search._index import RANKING, Ranking, SearchIndex
 from proxy.search._semantic import SemanticIndex, fuse
 from proxy.search._stemming import tokenize
 

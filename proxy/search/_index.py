@@ -11,9 +11,8 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-import sys
-from collections import Counter, defaultdict
-from collections.abc import Collection, Iterable, Mapping
+from collections import defaultdict
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -21,8 +20,9 @@ import numpy as np
 import numpy.typing as npt
 
 from proxy.search import _postings as postings
-from proxy.search._stemming import STOP_WORDS, split_words, stem, tokenize
-from proxy.text import split_clauses, split_sentences
+from proxy.search._documents import FIELDS, SearchDoc, field_counts, name_acronyms, server_boilerplate
+from proxy.search._stemming import STOP_WORDS, split_words, stem
+from proxy.text import split_clauses
 
 A = TypeVar("A", bound=tuple[npt.NDArray[Any], ...])
 
@@ -83,44 +83,6 @@ def _synonyms() -> dict[tuple[str, ...], frozenset[tuple[str, ...]]]:
 
 
 @dataclass(frozen=True)
-class SearchDoc:
-    """One searchable tool; `name` is the qualified `<server>__<tool>` name."""
-
-    name: str
-    server: str
-    raw_name: str
-    description: str
-    params: tuple[str, ...]
-    param_text: tuple[str, ...] = ()  # per parameter: its description and short enum values
-
-
-def doc_from_tool(name: str, server: str, raw_name: str, description: str | None, input_schema: Any) -> SearchDoc:
-    """Build a SearchDoc from a tools/list entry, tolerating schemas that are not dicts."""
-    props = input_schema.get("properties") if isinstance(input_schema, Mapping) else None
-    props = props if isinstance(props, Mapping) else {}
-    texts = tuple(text for spec in props.values() if (text := _param_text(spec)))
-    description = description if isinstance(description, str) else ""
-    params = tuple(sys.intern(str(k)) for k in props)  # shared across tools: path, repo...
-    return SearchDoc(name, server, raw_name, description, params, texts)
-
-
-def _param_text(spec: Any) -> str:
-    """A parameter's description and its short enum values ("png", "jpeg"): what argument-bearing requests
-    mention. Long enum values are identifiers nobody types."""
-    if not isinstance(spec, Mapping):
-        return ""
-    description = spec.get("description")
-    enum = spec.get("enum")
-    values = [v for v in enum if isinstance(v, str) and len(v) <= ENUM_MAX_CHARS] if isinstance(enum, list) else []
-    return " ".join([description if isinstance(description, str) else "", *values[:ENUM_MAX_VALUES]]).strip()
-
-
-FIELDS = ("name", "server", "summary", "desc", "params", "param_text")
-ENUM_MAX_CHARS = 24
-ENUM_MAX_VALUES = 12
-
-
-@dataclass(frozen=True)
 class Ranking:
     """The ranking's free parameters (bench/search_fit.py cross-validates how they are fitted); `weights` and
     `b` are per field of FIELDS. `clause_balance` applies only to the fused ranking's lexical leg (`scored`)."""
@@ -134,9 +96,6 @@ class Ranking:
 
 
 RANKING = Ranking()
-BOILERPLATE_MIN_TOOLS = 10
-BOILERPLATE_SHARE = 0.3
-ACRONYM_MIN_TOOLS = 2
 PREFIX_MIN = 4
 COVERAGE_WORDS = 6
 CLAUSE_MIN_WORDS = 6  # content words a request needs before its clauses are balanced
@@ -191,11 +150,11 @@ class SearchIndex:
         self.remove_server(server)
         names: list[str] = []
         docs = [d for d in dict((d.name, d) for d in docs).values() if d.name not in self._entries]
-        boilerplate = _boilerplate(docs)
-        acronyms = _name_acronyms(docs)
+        boilerplate = server_boilerplate(docs)
+        acronyms = name_acronyms(docs)
         rows: dict[int, tuple[list[int], list[tuple[int, ...]]]] = defaultdict(lambda: ([], []))
         for doc in docs:
-            tfs, lengths = _field_counts(doc, boilerplate, acronyms)
+            tfs, lengths = field_counts(doc, boilerplate, acronyms)
             name_terms = tuple(t for t, f in tfs.items() if f[0])
             doc_id = self._docs.add(doc.name, lengths)
             self._entries[doc.name] = _Entry(doc.raw_name, name_terms, doc_id)
@@ -443,45 +402,3 @@ def _names(held: str | tuple[str, ...]) -> tuple[str, ...]:
 def _exact_keys(doc: SearchDoc) -> set[str]:
     """Lower-cased qualified and raw names; a name already in lower case is reused, not copied."""
     return {name if (lower := name.lower()) == name else lower for name in (doc.name, doc.raw_name)}
-
-
-def _boilerplate(docs: list[SearchDoc]) -> frozenset[str]:
-    """Parameters and sentences most of a server's tools share (tenant, retry-*, usage notes) say nothing
-    about any one tool."""
-    if len(docs) < BOILERPLATE_MIN_TOOLS:
-        return frozenset()
-    counts = Counter(p for d in docs for p in {*d.params, *d.param_text, *split_sentences(d.description)})
-    return frozenset(p for p, n in counts.items() if n > BOILERPLATE_SHARE * len(docs))
-
-
-def _name_pairs(raw_name: str) -> list[tuple[str, str]]:
-    words = [w for w in split_words(raw_name) if w.isalpha()]
-    return list(itertools.pairwise(words))
-
-
-def _name_acronyms(docs: list[SearchDoc]) -> dict[tuple[str, str], str]:
-    """Word pairs several of a server's tool names share ("pull_request", "merge_request") answer to
-    their initials ("PR", "MR") in queries."""
-    counts = Counter(pair for d in docs for pair in set(_name_pairs(d.raw_name)))
-    return {pair: pair[0][0] + pair[1][0] for pair, n in counts.items() if n >= ACRONYM_MIN_TOOLS}
-
-
-def _field_counts(
-    doc: SearchDoc, boilerplate: frozenset[str], acronyms: dict[tuple[str, str], str]
-) -> tuple[dict[str, tuple[int, ...]], tuple[int, ...]]:
-    """Per-term per-field counts and per-field lengths of one document."""
-    sentences = [s for s in split_sentences(doc.description) if s not in boilerplate]
-    extra = [acronyms[p] for p in _name_pairs(doc.raw_name) if p in acronyms]
-    fields = (
-        tokenize(doc.raw_name) + extra,
-        tokenize(doc.server),
-        tokenize(" ".join(sentences[:1]), drop_stop_words=True, whole=True),
-        tokenize(" ".join(sentences[1:]), drop_stop_words=True, whole=True),
-        [t for p in doc.params if p not in boilerplate for t in tokenize(p)],
-        [t for p in doc.param_text if p not in boilerplate for t in tokenize(p, drop_stop_words=True, whole=True)],
-    )
-    counts: dict[str, list[int]] = defaultdict(lambda: [0] * len(fields))
-    for i, tokens in enumerate(fields):
-        for token in tokens:
-            counts[token][i] += 1
-    return {t: tuple(c) for t, c in counts.items()}, tuple(len(f) for f in fields)

@@ -27,7 +27,7 @@ from proxy.search._stemming import STOP_WORDS, split_words
 from proxy.text import split_clauses, split_sentences
 
 if TYPE_CHECKING:
-    from proxy.search._index import SearchDoc
+    from proxy.search._documents import SearchDoc
 
 logger = logging.getLogger(__name__)
 
