@@ -18,7 +18,7 @@ from proxy.upstream._member import ServerStatus, UpstreamState
 from proxy.upstream._oauth import token_store
 from proxy.upstream._publisher import CatalogSink, ToolSink
 from proxy.upstream._stdio import resolve_command
-from proxy.upstream._wire import MessageReader, MessageWriter, Pipes, encode, open_pipes
+from proxy.upstream._wire import LineTooLong, MessageReader, MessageWriter, encode, open_pipes
 
 __all__ = [
     "Availability",
@@ -28,10 +28,10 @@ __all__ = [
     "Connection",
     "Fleet",
     "InFlight",
+    "LineTooLong",
     "MessageReader",
     "MessageWriter",
     "NoticeSink",
-    "Pipes",
     "ProgressCallback",
     "ServerStatus",
     "ToolSink",

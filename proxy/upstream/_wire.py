@@ -106,7 +106,7 @@ class Pipes:
         """The next line with its newline; the rest without one at end of input, then b"".
 
         Raises:
-            LineTooLong: `max_line` bytes arrived without a newline.
+            LineTooLong: a line (or what has arrived of it) is longer than `max_line` bytes.
             OSError: reading failed.
         """
         inbox = self._inbox
@@ -123,6 +123,8 @@ class Pipes:
                 self._scanned = 0
                 return rest
             await inbox.more()
+        if self.max_line is not None and end > self.max_line:  # a whole line read ahead is held to it too
+            raise LineTooLong(f"a line of over {self.max_line} bytes")
         with memoryview(buffer) as view:
             line = bytes(view[: end + 1])  # one copy of a line that may be megabytes long
         del buffer[: end + 1]
