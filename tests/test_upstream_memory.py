@@ -34,7 +34,7 @@ def parsed_copies() -> int:
     return sum(1 for obj in gc.get_objects() if type(obj) is dict and MARKER in obj)
 
 
-def catalog_upstream(tmp_path: Path, tools: int = 20, *, outputs: bool = False) -> UpstreamConfig:
+def catalog_upstream(tmp_path: Path, *, outputs: bool = False) -> UpstreamConfig:
     """An SDK server (both protocol eras) whose tools all take a MARKER parameter.
 
     `outputs`: the tools' output schema has MARKER instead (a string), and each call returns its
@@ -45,7 +45,7 @@ def catalog_upstream(tmp_path: Path, tools: int = 20, *, outputs: bool = False) 
     catalog = {"servers": {"s": {"tools": [
         {"name": f"tool_{i}", "description": f"Tool {i}.", "inputSchema": plain, "outputSchema": schema}
         if outputs else {"name": f"tool_{i}", "description": f"Tool {i}.", "inputSchema": schema}
-        for i in range(tools)]}}}
+        for i in range(20)]}}}
     path = tmp_path / "catalog.json"
     path.write_text(json.dumps(catalog))
     flags = ("--structured",) if outputs else ()

@@ -225,7 +225,8 @@ class Connection:
                 break
         else:
             logger.warning("server %s: stopped listing after %d pages", self.server, MAX_PAGES)
-        return filter_tools(self.output_schemas.adopt(tools), self.config.tools.include, self.config.tools.exclude)
+        offered = filter_tools(tools, self.config.tools.include, self.config.tools.exclude)
+        return self.output_schemas.adopt(tools, offered)
 
     async def keepalive(self, timeout: float = KEEPALIVE_TIMEOUT) -> None:
         """Make the cheapest round trip (see `_small_request`); raises if the peer is dead.
@@ -261,7 +262,7 @@ class Connection:
         if self.modern:
             await self.client.session.send_discover(self.protocol_version)
         else:
-            await self.client.session.send_ping()
+            await self.client.send_ping()
 
     async def follow_changes(self) -> None:
         """Hold a modern `subscriptions/listen` stream open; its frames reach `Signals.on_message`."""

@@ -135,6 +135,7 @@ class Fleet:
         for name in sorted(set(self._servers) - set(self._desired)):
             logger.info("server %s: removed from the config; stopping it", name)
             self._servers.pop(name).scope.cancel()
+        new: list[Member] = []
         for name, config in sorted(self._desired.items()):
             old = self._servers.get(name)
             if old is not None and old.config == config:
@@ -143,7 +144,9 @@ class Fleet:
                 logger.info("server %s: its config changed; restarting it", name)
                 old.scope.cancel()
             up = self._servers[name] = self._new_upstream(config)
-            self._list_cached([up])
+            new.append(up)
+        self._list_cached(new)  # one registration for all of them
+        for up in new:
             self._start(tg, up)
         self._check_ready()
 

@@ -25,22 +25,24 @@ class OutputSchemas:
     def __init__(self) -> None:
         self._held: dict[str, tuple[dict[str, Any], bytes]] = {}
 
-    def adopt(self, tools: list[types.Tool]) -> list[types.Tool]:
-        """Take over the schemas of a complete listing; the tools returned carry their own (shallow) copy.
-
-        Tools no longer listed are forgotten.
+    def adopt(self, listed: list[types.Tool], offered: list[types.Tool]) -> list[types.Tool]:
+        """Take over the schemas of a complete listing; `offered` (those of `listed` that may be called) are
+        returned with their own (shallow) copy, and only theirs are kept. Every listed tool's dict is
+        emptied: the SDK holds them all. Tools no longer listed are forgotten.
         """
-        held: dict[str, tuple[dict[str, Any], bytes]] = {}
-        kept = []
-        for tool in tools:
-            schema = tool.output_schema
-            if schema:
-                held[tool.name] = (schema, zlib.compress(json.dumps(schema, separators=(",", ":")).encode()))
-                tool = tool.model_copy(update={"output_schema": dict(schema)})
-                schema.clear()
-            kept.append(tool)
-        self._held = held
+        self._held = {}
+        kept = [self._take(tool) for tool in offered]
+        for tool in listed:
+            if tool.output_schema:
+                tool.output_schema.clear()
         return kept
+
+    def _take(self, tool: types.Tool) -> types.Tool:
+        schema = tool.output_schema
+        if not schema:
+            return tool
+        self._held[tool.name] = (schema, zlib.compress(json.dumps(schema, separators=(",", ":")).encode()))
+        return tool.model_copy(update={"output_schema": dict(schema)})
 
     def restore(self, name: str) -> None:
         """Put `name`'s schema back where the SDK reads it, before a call whose result it validates."""
