@@ -28,7 +28,6 @@ _ATTRIBUTE_INT = 2  # AttributeProto.AttributeType.INT
 _T = descriptor_pb2.FieldDescriptorProto
 # message -> (field, number, type or message name, repeated)
 _SCHEMA: dict[str, list[tuple[str, int, int | str, bool]]] = {
-    "OperatorSetIdProto": [("domain", 1, _T.TYPE_STRING, False), ("version", 2, _T.TYPE_INT64, False)],
     "TensorProto": [("dims", 1, _T.TYPE_INT64, True), ("data_type", 2, _T.TYPE_INT32, False),
                     ("name", 8, _T.TYPE_STRING, False), ("raw_data", 9, _T.TYPE_BYTES, False)],
     "AttributeProto": [("name", 1, _T.TYPE_STRING, False), ("i", 3, _T.TYPE_INT64, False),
@@ -37,7 +36,7 @@ _SCHEMA: dict[str, list[tuple[str, int, int | str, bool]]] = {
                   ("name", 3, _T.TYPE_STRING, False), ("op_type", 4, _T.TYPE_STRING, False),
                   ("attribute", 5, "AttributeProto", True), ("domain", 7, _T.TYPE_STRING, False)],
     "GraphProto": [("node", 1, "NodeProto", True), ("initializer", 5, "TensorProto", True)],
-    "ModelProto": [("graph", 7, "GraphProto", False), ("opset_import", 8, "OperatorSetIdProto", True)],
+    "ModelProto": [("graph", 7, "GraphProto", False)],
 }
 
 

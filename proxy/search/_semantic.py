@@ -92,17 +92,26 @@ def _load(path: Path, source: bytes, probes: Sequence[Sequence[int]]) -> tuple[A
     shipped = _session(source)
     expected = [MiniLM.pooled(shipped, ids) for ids in probes]
     try:
-        del shipped  # before the rewritten session is made, so its memory is reused rather than added to
-        session = _session(_int8.integer_products(source))
+        rewritten = _int8.integer_products(source)
+    except Exception as exc:
+        _warn_as_shipped(path, exc)
+        return shipped, "as shipped"
+    del shipped  # before the rewritten session is made, so its memory is reused rather than added to
+    try:
+        session = _session(rewritten)
         agreement = min(float(MiniLM.pooled(session, ids) @ v) for ids, v in zip(probes, expected, strict=True))
         if agreement < AGREEMENT:
             raise ValueError(f"its vectors differ from the shipped form's on this CPU (cosine {agreement:.3f})")
-        _give_back_freed_memory()
-        return session, "integer products"
     except Exception as exc:
-        logger.warning("semantic search: could not rewrite %s for integer products (%s); running it as shipped, "
-                       "about twice as slow", path, exc)
+        _warn_as_shipped(path, exc)
         return _session(source), "as shipped"
+    _give_back_freed_memory()
+    return session, "integer products"
+
+
+def _warn_as_shipped(path: Path, exc: Exception) -> None:
+    logger.warning("semantic search: could not rewrite %s for integer products (%s); running it as shipped, "
+                   "about twice as slow", path, exc)
 
 
 class MiniLM:
@@ -147,8 +156,6 @@ class MiniLM:
         """Unit vectors, one row per text; a text's vector does not depend on the others."""
         import numpy as np
 
-        if not texts:
-            return np.zeros((0, DIMENSIONS), np.float32)
         return np.stack([self.pooled(self.session, e.ids) for e in self.tokenizer.encode_batch(list(texts))])
 
 
