@@ -87,9 +87,11 @@ async def test_search_sees_every_registered_tool_whether_the_idle_indexer_got_to
         await tg.start(cat.index_when_idle)
         registry.set_server_tools("c", [tool("four"), tool("five", "Five apples.")])
         with anyio.fail_after(5):
-            await anyio.wait_all_tasks_blocked()  # the idle indexer gets its turns
+            while cat._unindexed:  # the idle indexer gets to every server, with no search asking for it
+                await anyio.sleep(0.01)
         assert cat.index.search("apples", limit=5, scope=scope) == ["c__five"]
         registry.set_server_tools("d", [tool("six", "Six pears.")])  # no chance to index it yet
+        assert list(cat._unindexed) == ["d"]
         assert cat.index.search("pears", limit=5, scope=scope) == ["d__six"]
         registry.remove_server("c")
         assert cat.index.search("apples", limit=5, scope=scope) == []
