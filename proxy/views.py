@@ -109,7 +109,8 @@ class Views:
         self.default_context_tokens = default_context_tokens
         self.semantic = _semantic_index(toolsets.tool_search.semantic, cache_dir)
         self._index: SearchIndex | None = None
-        self._unindexed: dict[str, list[ToolEntry]] = {}  # servers whose tools changed since they were indexed
+        # Servers whose tools changed since they were indexed, with how to get their documents.
+        self._unindexed: dict[str, Callable[[], list[SearchDoc]]] = {}
         self._views: dict[tuple[object, ...], SessionView] = {}
         self._promoted_surfaces: dict[tuple[str, tuple[str, ...]], tuple[Surface, str]] = {}
         for server in registry.servers:
@@ -117,9 +118,12 @@ class Views:
         registry.add_listener(self._server_changed)
 
     def _server_changed(self, server: str, entries: list[ToolEntry]) -> None:
-        self._unindexed[server] = entries
-        if self.semantic is not None:
-            self.semantic.set_server(server, _docs(entries))
+        if self.semantic is None:
+            self._unindexed[server] = lambda: _docs(entries)  # built when indexed, off the registration path
+            return
+        docs = _docs(entries)  # built once, for both legs
+        self.semantic.set_server(server, docs)
+        self._unindexed[server] = lambda: docs
 
     @property
     def index(self) -> SearchIndex:
@@ -137,7 +141,7 @@ class Views:
 
     def _index_next(self) -> None:
         server = next(iter(self._unindexed))
-        self._lexical().set_server(server, _docs(self._unindexed.pop(server)))
+        self._lexical().set_server(server, self._unindexed.pop(server)())
 
     async def index_when_idle(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Index changed servers one at a time whenever every other task is waiting, for as long as it runs."""
