@@ -214,8 +214,11 @@ class Handlers:
         if session is None or not view.promote or not used:
             return
         await self._load_promotions(session, view)  # what other replicas recorded is kept, not overwritten
+        before = list(self.promotions.used(session))
         for name in used:
             self.promotions.use(session, name)
+        if self.promotions.used(session) == before:
+            return  # e.g. the latest promoted tool called again: nothing to tell or to share
         self.notifier.recheck()
         if isinstance(session, SessionlessClient) and self.shared_promotions is not None:
             await self.shared_promotions.save(session.label, self.promotions.used(session))
@@ -350,7 +353,7 @@ class Handlers:
             prepared = await bridge.prepare_call(self.views, view, arguments)
             target.append(prepared.entry)
             return await self._forward(prepared.entry, prepared.arguments, channel)
-        if view.surface.tier == "bridge" and name not in view.core:
+        if view.surface.tier == "bridge" and name not in view.core and name not in self._promoted(session, view):
             await self._load_promotions(session, view)  # another replica may have promoted it
         direct = view.core.union(self._promoted(session, view)) if view.surface.tier == "bridge" else view.scope
         entry = self.views.registry.get(name)

@@ -138,3 +138,13 @@ async def test_replicas_sharing_redis_list_and_answer_a_sessionless_clients_prom
             assert client.protocol_version == "2026-07-28"
             assert not (await client.call_tool("beta__beta_0001", {"value": 2})).is_error  # before any list here
             assert "beta__beta_0001" in {t.name for t in (await client.list_tools()).tools}
+            called = await client.call_tool("tool_call", {"name": "beta__beta_0002", "arguments": {"value": 3}})
+            assert not called.is_error
+        # The first replica still holds [0001] alone; its next promotion adds to the shared record, not over it.
+        async with Client(streamable_http_client(f"{first}/mcp"), client_info=info) as client:
+            called = await client.call_tool("tool_call", {"name": "beta__beta_0003", "arguments": {"value": 4}})
+            assert not called.is_error
+        async with Client(streamable_http_client(f"{second}/mcp"), client_info=info) as client:
+            listed = {t.name for t in (await client.list_tools()).tools}
+        assert {"beta__beta_0002", "beta__beta_0003"} <= listed  # promote: 2, the two used last
+        assert "beta__beta_0001" not in listed
