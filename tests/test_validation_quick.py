@@ -14,7 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import validators
 
+from proxy.downstream import _validation
 from proxy.downstream._validation import PreparedSchema, find_error
+
+real_validator = _validation._validator
 
 pytestmark = pytest.mark.anyio
 
@@ -66,11 +69,15 @@ def test_what_the_quick_check_accepts_jsonschema_accepts(schema: dict[str, Any],
     assert (prepared.first_error(instance) is None) == valid
 
 
-async def test_a_plain_schema_still_gets_jsonschemas_error() -> None:
+async def test_a_plain_schema_still_gets_jsonschemas_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    built: list[object] = []
+    monkeypatch.setattr(_validation, "_validator", lambda schema: built.append(schema) or real_validator(schema))
     schema = {"type": "object", "properties": {"size": {"type": "integer", "minimum": 1}}, "required": ["size"]}
     prepared = PreparedSchema(schema)
     assert await find_error({"size": 2}, prepared) is None
+    assert built == []  # valid arguments of a plain schema: the quick check answered, jsonschema was not needed
     error = await find_error({"size": 0}, prepared)
     assert error is not None and error.validator == "minimum"
     error = await find_error({"size": 1.5}, prepared)
     assert error is not None and error.validator == "type"
+    assert built == [schema]  # built once, for the first invalid call

@@ -7,7 +7,7 @@ protected resource whose tokens' claims choose the profile.
 """
 
 from proxy.downstream import _bridge as bridge
-from proxy.downstream._arguments import check_arguments, coerce_arguments, validate_arguments
+from proxy.downstream._arguments import check_arguments, coerce_arguments
 from proxy.downstream._http import LOOPBACK_HOSTS, HttpApp, check_bearer, serve_http, transport_security
 from proxy.downstream._identity import session_key
 from proxy.downstream._large import RESULTS_PREFIX, LargeResults
@@ -43,5 +43,4 @@ __all__ = [
     "session_key",
     "stdio_transport",
     "transport_security",
-    "validate_arguments",
 ]

@@ -80,19 +80,23 @@ def _path(parts: Any) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
 
 
-async def validate_arguments(arguments: Mapping[str, Any], schema: Mapping[str, Any] | PreparedSchema) -> None:
-    """Check required keys, then the whole JSON Schema.
+async def check_arguments(
+    arguments: Mapping[str, Any] | None, schema: Mapping[str, Any] | PreparedSchema
+) -> dict[str, Any]:
+    """Coerce, then check required keys and the whole JSON Schema; return the arguments to send upstream.
 
     Raises:
-        InvalidArguments: with the path (`arguments.size_gb`), the failed constraint and the schema.
+        InvalidArguments: the call must not be made, with the path (`arguments.size_gb`), the failed
+            constraint and the schema.
     """
     from proxy.downstream._validation import PreparedSchema, find_error  # jsonschema: imported by the first call
 
     prepared = schema if isinstance(schema, PreparedSchema) else PreparedSchema(schema)
     schema = prepared.schema
+    coerced = coerce_arguments(arguments or {}, schema)
     required = schema.get("required")
     if isinstance(required, list):
-        missing = [key for key in required if isinstance(key, str) and key not in arguments]
+        missing = [key for key in required if isinstance(key, str) and key not in coerced]
         if missing:
             raise InvalidArguments(
                 f"missing required argument{'s' if len(missing) > 1 else ''}: {', '.join(missing)}",
@@ -100,21 +104,11 @@ async def validate_arguments(arguments: Mapping[str, Any], schema: Mapping[str, 
                 "required",
                 dict(schema),
             )
-    error = await find_error(dict(arguments), prepared)
+    error = await find_error(coerced, prepared)
     if error is not None:
         raise InvalidArguments(
             error.message, "arguments" + _path(error.absolute_path), str(error.validator), dict(schema)
         )
-
-
-async def check_arguments(arguments: Mapping[str, Any] | None, schema: Mapping[str, Any]) -> dict[str, Any]:
-    """Coerce, then validate; return the arguments to send upstream.
-
-    Raises:
-        InvalidArguments: the call must not be made.
-    """
-    coerced = coerce_arguments(arguments or {}, schema)
-    await validate_arguments(coerced, schema)
     return coerced
 
 
@@ -137,7 +131,4 @@ async def check_call(arguments: Mapping[str, Any] | None, entry: ToolEntry) -> d
     Raises:
         InvalidArguments: the call must not be made.
     """
-    prepared = _prepared(entry)
-    coerced = coerce_arguments(arguments or {}, prepared.schema)
-    await validate_arguments(coerced, prepared)
-    return coerced
+    return await check_arguments(arguments, _prepared(entry))

@@ -175,17 +175,22 @@ def _best_error(validator: Any, arguments: dict[str, Any]) -> schema_errors.Vali
         return None
 
 
+def _usable_validator(schema: Mapping[str, Any]) -> Any | None:
+    """The schema's validator, or None when the schema cannot be used (then the upstream decides)."""
+    try:
+        return _validator(schema)
+    except Exception as exc:
+        logger.debug("schema not usable for validation (%s); passing the call through", type(exc).__name__)
+        return None
+
+
 def _first_error(arguments: dict[str, Any], schema: Mapping[str, Any]) -> schema_errors.ValidationError | None:
     """The most relevant validation error, or None when valid or when the schema cannot be used.
 
     The caller has ruled out `_uses_python_regex` (a small schema has no `unevaluatedProperties`).
     """
-    try:
-        validator = _validator(schema)
-    except Exception as exc:
-        logger.debug("schema not usable for validation (%s); passing the call through", type(exc).__name__)
-        return None
-    return _best_error(validator, arguments)
+    validator = _usable_validator(schema)
+    return None if validator is None else _best_error(validator, arguments)
 
 
 Check = Callable[[Any], bool]
@@ -285,6 +290,9 @@ def _quick_members(schema: dict[str, Any]) -> Check | None:
     return members
 
 
+_UNBUILT = object()
+
+
 class PreparedSchema:
     """An input schema with what each check of it needs worked out once, for a tool called again and
     again: whether it is small enough to check on the loop, and its validator (which costs more to
@@ -296,20 +304,17 @@ class PreparedSchema:
         self.schema = schema
         self.on_loop = _small(schema, _SMALL_SCHEMA, schema=True)
         self._quick = _quick_or_none(schema) if self.on_loop else None
-        self._validator: Any = None
+        self._validator: Any = _UNBUILT
 
     def first_error(self, arguments: dict[str, Any]) -> schema_errors.ValidationError | None:
         """`_first_error`, unless the quick check of a plain schema already accepts the arguments;
-        the validator is built on first use (only for a schema checked on the loop)."""
+        the validator is built on first use (only for a schema checked on the loop), once even when
+        the schema turns out unusable."""
         if self._quick is not None and self._quick(arguments):
             return None
-        if self._validator is None:
-            try:
-                self._validator = _validator(self.schema)
-            except Exception as exc:
-                logger.debug("schema not usable for validation (%s); passing the call through", type(exc).__name__)
-                return None
-        return _best_error(self._validator, arguments)
+        if self._validator is _UNBUILT:
+            self._validator = _usable_validator(self.schema)
+        return None if self._validator is None else _best_error(self._validator, arguments)
 
 
 class _Running:
