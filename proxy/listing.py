@@ -160,7 +160,7 @@ def render_listing(catalog: DeferredByServer, budget: int) -> Listing:
     )
     for form, blocks in forms:
         text = _join(blocks)
-        if estimate_tokens(text) <= budget and (tokens := listing_tokens(text)) <= budget:
+        if (estimate := estimate_tokens(text)) <= budget and (tokens := max(estimate, _pieces(text))) <= budget:
             return Listing(text=text, form=form, tokens=tokens)
     return _collapse(servers, budget)
 
@@ -186,8 +186,9 @@ def _collapse(servers: Sequence[_Blocks], budget: int) -> Listing:
         for block in blocks:
             if block not in counted:
                 counted[block] = _pieces(block)
-        if counted[HEADING] + sum(counted[block] for block in blocks) <= budget:
-            text = _join(blocks)
+        pieces = counted[HEADING] + sum(counted[block] for block in blocks)
+        if pieces <= budget:
             form: Form = "groups" if len(collapsed) == len(servers) else "mixed"
-            return Listing(text=text, form=form, tokens=listing_tokens(text), collapsed=tuple(collapsed))
+            return Listing(text=_join(blocks), form=form, tokens=max(_tokens(chars), pieces),
+                           collapsed=tuple(collapsed))
     return NO_LISTING
