@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from proxy.search import _postings as postings
 from proxy.search._documents import FIELDS, SearchDoc, field_counts, name_acronyms, server_boilerplate
-from proxy.search._stemming import STOP_WORDS, split_words, stem
+from proxy.search._stemming import STOP_WORDS, content_words, split_words, stem, tokenize
 from proxy.text import split_clauses
 
 A = TypeVar("A", bound=tuple[npt.NDArray[Any], ...])
@@ -98,7 +98,7 @@ class Ranking:
 RANKING = Ranking()
 PREFIX_MIN = 4
 COVERAGE_WORDS = 6
-CLAUSE_MIN_WORDS = 6  # content words a request needs before its clauses are balanced
+BALANCE_MIN_WORDS = 6  # content words a request needs before its clauses are balanced
 
 
 @dataclass(slots=True)
@@ -384,11 +384,11 @@ def balance_clauses(terms: dict[str, float], query: str, balance: float) -> dict
     content words of the shortest clause it occurs in, relative to the request's shortest clause: a step
     named in two words ("then merge it") then counts as much as one described in ten, so the tool for each
     step can reach the top five. Other terms (joined compounds, prefix completions, synonyms) keep theirs."""
-    if not balance or sum(w not in STOP_WORDS for w in split_words(query)) < CLAUSE_MIN_WORDS:
+    if not balance or content_words(query) < BALANCE_MIN_WORDS:
         return terms
     factors: dict[str, float] = {}
     for clause in split_clauses(query):
-        stems = {stem(w) for w in split_words(clause) if w not in STOP_WORDS}
+        stems = set(tokenize(clause, drop_stop_words=True))
         for term in stems:
             factors[term] = max(factors.get(term, 0.0), len(stems) ** -balance)
     top = max(factors.values(), default=1.0)

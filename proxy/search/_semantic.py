@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from proxy.search._stemming import STOP_WORDS, split_words
+from proxy.search._stemming import content_words
 from proxy.text import split_clauses, split_sentences
 
 if TYPE_CHECKING:
@@ -238,15 +238,11 @@ ASPECT_MIN_WORDS = 10  # content words a query needs before its clauses are embe
 CLAUSE_MIN_WORDS = 2  # content words a clause needs to count
 
 
-def _content_words(text: str) -> int:
-    return sum(word not in STOP_WORDS for word in split_words(text))
-
-
 def aspects(query: str) -> list[str]:
     """The texts a query is embedded as: itself, plus each clause of a long one with two or more."""
-    if _content_words(query) < ASPECT_MIN_WORDS:
+    if content_words(query) < ASPECT_MIN_WORDS:
         return [query]
-    clauses = [clause for clause in split_clauses(query) if _content_words(clause) >= CLAUSE_MIN_WORDS]
+    clauses = [clause for clause in split_clauses(query) if content_words(clause) >= CLAUSE_MIN_WORDS]
     return [query, *clauses] if len(clauses) >= 2 else [query]
 
 

@@ -129,3 +129,6 @@ def tokenize(text: str, *, drop_stop_words: bool = False, whole: bool = False) -
     return [stem(w) for w in split_words(text, whole=whole) if not (drop_stop_words and w in STOP_WORDS)]
 
 
+def content_words(text: str) -> int:
+    """How many of the text's words are not stop words."""
+    return sum(word not in STOP_WORDS for word in split_words(text))
