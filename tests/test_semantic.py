@@ -236,3 +236,17 @@ async def test_a_corrupt_or_missing_model_file_leaves_search_lexical(
         semantic.load_model.cache_clear()
     assert index.pending == {} and not index.ready({"s__a"})
     assert "embedding the tools of server s failed" in caplog.text
+
+
+@needs_model
+@pytest.mark.anyio
+async def test_queries_encoded_together_each_get_their_own_aspect_vectors() -> None:
+    index = semantic.SemanticIndex(None)
+    index.set_server("s", docs("a"))
+    await embed_pending(index)
+    model = semantic.load_model()
+    queries = ["weather forecast", TWO_STEPS, "create a github issue"]
+    vectors = index.encode_queries(queries)
+    assert [v.shape for v in vectors] == [(1, 384), (3, 384), (1, 384)]
+    for query, rows in zip(queries, vectors, strict=True):
+        assert np.array_equal(rows, model.embed(semantic.aspects(query)))
