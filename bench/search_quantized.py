@@ -3,8 +3,9 @@ rewritten for integer products (proxy/search/_int8.py, what the gateway runs), s
 
 Both embed the same tool texts and query aspects the gateway's way (one text per run, one thread); this
 prints each one's load time, RSS, CPU time for the texts and per query aspect, how close their vectors
-are, and hybrid R@5 per dataset, ranked exactly as `bridge.rank` fuses (exact names first, lexical leg,
-a tool's best cosine over the query's aspects, score fusion). LiveMCPBench is reported, never chosen on.
+are, and hybrid R@5 per dataset, ranked by `bridge.rank`'s steps over these precomputed vectors (exact
+names first, lexical leg, a tool's best cosine over the query's aspects, score fusion; a query with no
+known word gets only neighbours above `SEMANTIC_ONLY_FLOOR`). LiveMCPBench is reported, never chosen on.
 Run: .venv/bin/python -m bench.search_quantized [--catalogs DIR]
 """
 
@@ -30,6 +31,9 @@ def rank(index: SearchIndex, docs: list[SearchDoc], vectors: np.ndarray, aspect_
     exact = index.exact(query)
     lexical = index.scored(query, limit=bridge.FUSION_DEPTH, exact=exact)
     sims = (vectors @ aspect_vectors.T).max(axis=1)
+    if not lexical and not exact:  # as bridge.rank: no known word, only clear semantic matches
+        top = [i for i in np.argsort(-sims, kind="stable")[:10] if sims[i] >= bridge.SEMANTIC_ONLY_FLOOR]
+        return [docs[i].name for i in top]
     top = np.argsort(-sims, kind="stable")[: bridge.FUSION_DEPTH]
     similarity = {docs[i].name: float(sims[i]) for i in top}
     position = {d.name: i for i, d in enumerate(docs)}
