@@ -81,6 +81,7 @@ async def main(target: str, transport: str, calls: int, top: int, sort: str, cal
                 os.kill(pid, signal.SIGUSR1)
                 for index in range(calls):
                     await client.call_tool(route.tool, route.wrap({"value": index}))
+                stats_file.unlink(missing_ok=True)  # a --save file from an earlier run is not this run's
                 os.kill(pid, signal.SIGUSR1)
                 while not stats_file.exists():
                     await anyio.sleep(0.1)

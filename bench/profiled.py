@@ -8,6 +8,7 @@ nothing of it.
 """
 
 import cProfile
+import os
 import runpy
 import signal
 import sys
@@ -23,7 +24,8 @@ if __name__ == "__main__":
         global running
         if running:
             profiler.disable()
-            profiler.dump_stats(out)
+            profiler.dump_stats(out + ".part")
+            os.replace(out + ".part", out)  # the driver waits for OUT to exist: it must appear whole
         else:
             profiler.enable()
         running = not running
