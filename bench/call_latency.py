@@ -3,8 +3,9 @@
 Serves about 10,000 real tools (the real-fleet catalog, served 12 times over by one upstream)
 plus a one-tool echo server through `toolbridge serve`, then measures side by side in one run: a
 call straight to the echo server, the same call proxied through `tool_call`, and `tool_search`
-over everything (7 queries in turn, so mostly repeated ones, and the 60 development queries once each);
-and, for reference, the same search in-process (`bridge.search`, no transport).
+over everything (7 queries in turn, so mostly repeated ones, whose rankings the session's view keeps, and the
+60 development queries once each); and, for reference, the same searches in-process (`bridge.search`, no
+transport), with the ranking of a new query apart from computing its vector.
 `--semantic` turns on hybrid search with a cold embedding cache: the proxied call is also timed while
 the gateway embeds the ~10,000 tools in the background, and `tool_search` is timed once they are all in.
 Run: `.venv/bin/python -m bench.call_latency [--catalogs DIR] [--semantic]`.
@@ -93,22 +94,30 @@ async def _calls_while_embedding(call: Callable[[int], Awaitable[object]], cache
     return samples
 
 
-def _in_process_ms(catalog: Path, copies: int, runs: int, semantic: bool) -> list[float]:
-    """`bridge.search` on the tools the proxy serves (named as tests/servers/catalog_server.py does)."""
+def _in_process_ms(catalog: Path, copies: int, runs: int, semantic: bool) -> dict[str, list[float]]:
+    """`bridge.search` on the tools the proxy serves (named as tests/servers/catalog_server.py does): a
+    repeated query (its ranking kept by the view), and each development query once, new (its vector computed,
+    as `tool_search` does first) and then ranked again under another limit (vector known, ranking not)."""
     servers = json.loads(catalog.read_text())["servers"]
     tools = [{**t, "name": f"{name}{copy}_{t['name']}"}
              for copy in range(copies) for name, entry in sorted(servers.items()) for t in entry["tools"]]
     built = build_catalog({"big": tools}, DEFAULT_CACHE_DIR if semantic else None)
     view = built.for_profile("default")
-    for query in QUERIES:  # warm: the first query after an index change computes the length norms
-        anyio.run(bridge.prepare_search, built, view, {"queries": [query]})  # and, hybrid, the query's vector
-        bridge.search(built, view, {"queries": [query]})
-    samples = []
-    for index in range(runs):
+
+    async def timed(query: str, limit: int) -> float:
         started = time.perf_counter()
-        bridge.search(built, view, {"queries": [QUERIES[index % len(QUERIES)]]})
-        samples.append((time.perf_counter() - started) * 1000)
-    return samples
+        await bridge.prepare_search(built, view, {"queries": [query]})
+        bridge.search(built, view, {"queries": [query], "limit": limit})
+        return (time.perf_counter() - started) * 1000
+
+    async def measure() -> dict[str, list[float]]:
+        for query in QUERIES:  # warm: the first query after an index change computes the length norms
+            await timed(query, 5)
+        fresh = [q["query"] for q in json.loads((catalog.parent / "queries-dev.json").read_text())]
+        return {"repeated": [await timed(QUERIES[index % len(QUERIES)], 5) for index in range(runs)],
+                "new": [await timed(query, 5) for query in fresh], "ranked": [await timed(query, 6) for query in fresh]}
+
+    return anyio.run(measure)
 
 
 async def main(catalog: Path, copies: int, runs: int, semantic: bool) -> dict[str, Any]:
@@ -149,7 +158,7 @@ def report(catalog: Path, copies: int, runs: int, semantic: bool) -> None:
     measured = anyio.run(main, catalog, copies, runs, semantic)
     direct_ms, embedding_ms, call_ms = measured["direct"], measured["embedding"], measured["call"]
     search_ms, new_ms, count = measured["search"], measured["new"], measured["count"]
-    in_process_ms = _in_process_ms(catalog, copies, runs, semantic)
+    in_process = _in_process_ms(catalog, copies, runs, semantic)
     reference = statistics.median(direct_ms)
     mode = "hybrid (semantic on)" if semantic else "lexical"
     print(f"{count} tools behind the proxy, {runs} runs each, stdio both ways, {mode} search, "
@@ -160,7 +169,9 @@ def report(catalog: Path, copies: int, runs: int, semantic: bool) -> None:
     print(_row("proxied call (tool_call)", call_ms, reference))
     print(_row(f"tool_search over {count} tools", search_ms, reference))
     print(_row("  new queries (queries-dev, each once)", new_ms, reference))
-    print(_row("  of which bridge.search (in-process)", in_process_ms, reference))
+    print(_row("in-process bridge.search, repeated query", in_process["repeated"], reference))
+    print(_row("  new query (its vector, then the ranking)", in_process["new"], reference))
+    print(_row("  new ranking of a known query vector", in_process["ranked"], reference))
     call = statistics.median(call_ms)
     print(f"search / proxied call: repeated queries {statistics.median(search_ms) / call:.2f}, "
           f"new queries {statistics.median(new_ms) / call:.2f}")

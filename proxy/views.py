@@ -18,7 +18,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,6 +40,32 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _MAX_PROMOTED_SURFACES = 1024
+RECENT_RANKINGS = 256  # rankings a view keeps by (query, limit)
+
+
+class RecentRankings:
+    """A view's last rankings by (query, limit), so an agent repeating a search pays no ranking. They are
+    valid for one state of the indexes (`Views.search_state`) and all go when it changes."""
+
+    def __init__(self) -> None:
+        self._state: tuple[int, int] | None = None
+        self._items: dict[tuple[str, int], list[str]] = {}
+
+    def get(self, state: tuple[int, int], query: str, limit: int) -> list[str] | None:
+        if state != self._state:
+            self._state = state
+            self._items.clear()
+            return None
+        ranking = self._items.pop((query, limit), None)
+        if ranking is not None:
+            self._items[(query, limit)] = ranking  # now the most recently used
+        return ranking
+
+    def put(self, state: tuple[int, int], query: str, limit: int, ranking: list[str]) -> None:
+        if state == self._state:
+            self._items[(query, limit)] = ranking
+            while len(self._items) > RECENT_RANKINGS:
+                del self._items[next(iter(self._items))]
 
 
 @dataclass(frozen=True)
@@ -55,6 +81,7 @@ class SessionView:
     fingerprint: str
     catalog: CatalogView  # resources, templates and prompts of the servers in scope (and up)
     promote: int = 0  # how many used deferred tools a session of this profile may have listed directly
+    rankings: RecentRankings = field(default_factory=RecentRankings, compare=False, repr=False)
 
     @property
     def servers(self) -> tuple[str, ...]:
@@ -131,6 +158,10 @@ class Views:
         while self._unindexed:
             self._index_next()
         return self._lexical()
+
+    def search_state(self) -> tuple[int, int]:
+        """The versions of the indexes a ranking comes from, once every tool is indexed."""
+        return self.index.version, self.semantic.version if self.semantic is not None else 0
 
     def _lexical(self) -> SearchIndex:
         if self._index is None:

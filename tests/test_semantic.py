@@ -135,10 +135,14 @@ def test_rank_forgets_a_servers_vectors_once_its_tools_change() -> None:
     index = embedded({"s": {"a": unit(1, 0)}, "t": {"b": unit(0, 1)}}, {"q": [unit(1, 0)]})
     scope = frozenset({"s__a", "t__b"})
     assert [n for n, _ in index.rank("q", 2, scope)] == ["s__a", "t__b"]
+    version = index.version
     index.set_server("s", docs_on("s", "a"))  # changed: re-embedding pending
+    assert index.version > version
     assert [n for n, _ in index.rank("q", 2, scope)] == ["t__b"]
     assert not index.ready(scope)
+    version = index.version
     index.install("s", index.pending["s"], np.stack([unit(0, 1)]))
+    assert index.version > version
     assert dict(index.rank("q", 2, scope)) == pytest.approx({"s__a": 0.0, "t__b": 0.0}, abs=1e-6)
 
 

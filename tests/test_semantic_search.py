@@ -85,6 +85,19 @@ async def test_semantic_search_finds_what_lexical_search_misses(tmp_path: Path) 
 
 @needs_model
 @pytest.mark.anyio
+async def test_a_scope_found_ready_is_not_ready_once_one_of_its_tools_changes(tmp_path: Path) -> None:
+    cat = catalog(tmp_path)
+    await embed_pending(cat.semantic)
+    scope = cat.for_profile("default").deferred
+    assert cat.semantic.ready(scope) and cat.semantic.ready(scope)  # the second answer is the remembered one
+    cat.registry.set_server_tools("fs", [tool("read_file", "Read a whole file"), tool("write_file", "Write a file")])
+    assert not cat.semantic.ready(scope)
+    await embed_pending(cat.semantic)
+    assert cat.semantic.ready(scope)
+
+
+@needs_model
+@pytest.mark.anyio
 async def test_an_exact_name_still_ranks_first(tmp_path: Path) -> None:
     cat = catalog(tmp_path)
     await embed_pending(cat.semantic)

@@ -7,6 +7,7 @@ import pytest
 from inprocess import tool
 
 from proxy.config import ProfileConfig, ToolsetsConfig
+from proxy.downstream import bridge
 from proxy.registry import Registry
 from proxy.views import Views
 
@@ -96,3 +97,27 @@ async def test_search_sees_every_registered_tool_whether_the_idle_indexer_got_to
         registry.remove_server("c")
         assert cat.index.search("apples", limit=5, scope=scope) == []
         tg.cancel_scope.cancel()
+
+
+def test_a_repeated_search_reuses_the_views_ranking(monkeypatch: pytest.MonkeyPatch) -> None:
+    cat, registry = catalog()
+    registry.set_server_tools("c", [tool("four", "Four apples.")])
+    ranked: list[str] = []
+    original = bridge._rank
+    monkeypatch.setattr(bridge, "_rank", lambda views, view, query, limit: ranked.append(query) or original(
+        views, view, query, limit))
+    view = cat.for_profile("default")
+    for query in ("apples", "apples", "three", "apples"):
+        assert bridge.search(cat, view, {"queries": [query]})["results"][0]["matches"] == (
+            ["c__four"] if query == "apples" else ["b__three"])
+    assert ranked == ["apples", "three"]
+    bridge.search(cat, view, {"queries": ["apples"], "limit": 1})  # another limit is another ranking
+    assert ranked == ["apples", "three", "apples"]
+
+
+def test_a_kept_ranking_goes_when_the_index_changes_under_the_same_view() -> None:
+    cat, registry = catalog()
+    view = cat.for_profile("default")  # a request may still hold the view it started with
+    assert bridge.search(cat, view, {"queries": ["apples"]})["results"][0]["matches"] == []
+    registry.set_server_tools("c", [tool("four", "Four apples.")])
+    assert bridge.search(cat, view, {"queries": ["apples"]})["results"][0]["matches"] == ["c__four"]

@@ -63,6 +63,16 @@ def _required(entry: ToolEntry) -> list[str]:
 
 
 def rank(views: Views, view: SessionView, query: str, limit: int) -> list[str]:
+    """The view's ranking for the query: kept from an earlier search while the indexes are unchanged."""
+    state = views.search_state()
+    ranking = view.rankings.get(state, query, limit)
+    if ranking is None:
+        ranking = _rank(views, view, query, limit)
+        view.rankings.put(state, query, limit, ranking)
+    return ranking
+
+
+def _rank(views: Views, view: SessionView, query: str, limit: int) -> list[str]:
     """Lexical ranking, fused with the semantic one once every deferred tool has its embedding.
 
     All or nothing: a tool without a vector would lose to embedded ones on rank fusion alone, so

@@ -136,6 +136,7 @@ class SearchIndex:
         self._impacts_cache: _TermCache[tuple[postings.Ids, postings.Floats]] = _TermCache()
         self._masks: dict[int, tuple[frozenset[str], npt.NDArray[np.bool_]]] = {}
         self._exact: dict[str, str | tuple[str, ...]] = {}  # almost always one name: the name, not a tuple
+        self.version = 0  # changes with every change to the tools or the ranking, so rankings can be kept
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -208,6 +209,7 @@ class SearchIndex:
 
     def _invalidate(self) -> None:
         """Drop what depends on the parameters or the corpus-wide statistics."""
+        self.version += 1
         self._factors = None
         self._impacts_cache.clear()
         self._masks.clear()
