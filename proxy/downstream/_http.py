@@ -90,7 +90,9 @@ class HttpApp:
         self.metrics = metrics
         self.replica = replica
         self.drain = StreamDrain()
-        self.sessions = StreamableHTTPSessionManager(server, security_settings=security)
+        # No settings: `guard` has checked Host and Origin before any path is routed, and the transport
+        # would check them again (it still checks a POST's Content-Type).
+        self.sessions = StreamableHTTPSessionManager(server)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":

@@ -113,6 +113,8 @@ async def test_http_refuses_foreign_hosts_origins_unknown_profiles_and_bad_token
             authorized = {**headers, "Authorization": "Bearer s3cret"}
             unknown = await http.post(f"{base}/mcp/nosuchprofile", json=body, headers=authorized)
             assert unknown.status_code == 404
+            plain = await http.post(f"{base}/mcp", content=b"{}", headers={**authorized, "Content-Type": "text/plain"})
+            assert plain.status_code == 400
             with anyio.fail_after(20):  # a readiness probe: 503 until both servers settled
                 while (ready := await http.get(f"{base}/healthz")).status_code != 200:
                     assert ready.status_code == 503 and ready.json()["status"] == "starting"
