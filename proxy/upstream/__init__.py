@@ -11,7 +11,8 @@ from proxy.upstream._availability import Availability
 from proxy.upstream._backchannel import BackChannel, InFlight, NoticeSink, client_callbacks
 from proxy.upstream._backoff import next_delay
 from proxy.upstream._cache import CatalogCache, config_key
-from proxy.upstream._client import Connection, ProgressCallback, connect, filter_tools, strip_server_info
+from proxy.upstream._client import Connection, ProgressCallback, filter_tools, strip_server_info
+from proxy.upstream._connect import connect
 from proxy.upstream._fleet import Fleet
 from proxy.upstream._login import login
 from proxy.upstream._member import ServerStatus, UpstreamState

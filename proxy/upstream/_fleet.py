@@ -36,7 +36,8 @@ from proxy.shared import CatalogCache  # on disk (upstream/_cache.py) or in Redi
 from proxy.upstream._availability import Availability
 from proxy.upstream._backchannel import BackChannel, NoticeSink
 from proxy.upstream._backoff import next_delay
-from proxy.upstream._client import KEEPALIVE_TIMEOUT, Connection, ProgressCallback, connect
+from proxy.upstream._client import KEEPALIVE_TIMEOUT, Connection, ProgressCallback
+from proxy.upstream._connect import connect
 from proxy.upstream._consent import LOGIN_POLL, Consent
 from proxy.upstream._member import STARTABLE, Member, ServerStatus, UpstreamState
 from proxy.upstream._publisher import CatalogSink, Publisher, ToolSink

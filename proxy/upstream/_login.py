@@ -23,7 +23,7 @@ from mcp.client.auth import AuthorizationCodeResult
 from proxy.config import UpstreamConfig
 from proxy.errors import UpstreamError, UpstreamNeedsAuth, UpstreamRefused
 from proxy.upstream._backchannel import BackChannel
-from proxy.upstream._client import connect
+from proxy.upstream._connect import connect
 from proxy.upstream._oauth import OpenUrl, oauth_auth
 
 MAX_REQUEST_HEAD = 16384
