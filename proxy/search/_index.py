@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from proxy.search import _postings as postings
 from proxy.search._documents import FIELDS, SearchDoc, field_counts, name_acronyms, server_boilerplate
-from proxy.search._stemming import STOP_WORDS, content_words, split_values, split_words, stem, tokenize
+from proxy.search._stemming import STOP_WORDS, content_words, split_words, stem, tokenize
 from proxy.text import split_clauses
 
 A = TypeVar("A", bound=tuple[npt.NDArray[Any], ...])
@@ -85,9 +85,7 @@ def _synonyms() -> dict[tuple[str, ...], frozenset[tuple[str, ...]]]:
 @dataclass(frozen=True)
 class Ranking:
     """The ranking's free parameters (bench/search_fit.py cross-validates how they are fitted); `weights` and
-    `b` are per field of FIELDS. `clause_balance` applies only to the fused ranking's lexical leg (`scored`).
-    `literals` weighs the words of the URLs and paths a request names (their file extensions keep weight 1);
-    `value_kinds` is the weight of each such value's kind ("url", "file") as a query term."""
+    `b` are per field of FIELDS. `clause_balance` applies only to the fused ranking's lexical leg (`scored`)."""
 
     weights: tuple[float, ...] = (3.0, 2.0, 3.0, 1.0, 1.0, 0.25)
     b: tuple[float, ...] = (0.3, 0.0, 0.5, 0.75, 0.5, 0.75)
@@ -95,8 +93,6 @@ class Ranking:
     synonyms: float = 0.3
     name_coverage: float = 0.5
     clause_balance: float = 0.5
-    literals: float = 0.0
-    value_kinds: float = 0.25
 
 
 RANKING = Ranking()
@@ -255,27 +251,6 @@ class SearchIndex:
         return sorted(n for n in _names(self._exact.get(query.strip().lower(), ())) if scope is None or n in scope)
 
     def _query_terms(self, query: str) -> dict[str, float]:
-        """Stemmed query terms with weights; the words of URLs and paths are weighed as `_values` says."""
-        text, values = split_values(query)
-        weights = self._word_terms(text)
-        self._values(values, weights)
-        return weights
-
-    def _values(self, values: list[tuple[str, str, str]], weights: dict[str, float]) -> None:
-        """Add the terms of the URLs and paths a request names to `weights`: their words at the literal
-        weight ("nginx", "build" name no capability), a file extension at full weight ("xlsx" says Excel),
-        and each value's kind ("url", "file") at its own weight, so a tool that takes one can rank."""
-        kind_weight = self.ranking.value_kinds
-        for kind, value, extension in values:
-            literal = 1.0 if kind == "url" else self.ranking.literals
-            parts = [(literal, value), (1.0 - literal, extension)] if extension else [(literal, value)]
-            for share, text in parts:
-                for term, weight in self._word_terms(text).items() if share else ():
-                    weights[term] = weights.get(term, 0.0) + share * weight
-            if kind_weight and kind in self._postings:
-                weights[kind] = max(weights.get(kind, 0.0), kind_weight)
-
-    def _word_terms(self, query: str) -> dict[str, float]:
         """Stemmed query terms with weights: joined compounds, stop words dropped, unknown words by prefix."""
         words = split_words(query)
         weights: dict[str, float] = defaultdict(float)
