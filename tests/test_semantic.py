@@ -88,6 +88,20 @@ def test_clauses_without_two_content_words_do_not_count() -> None:
     assert semantic.aspects(query) == [query, read, restart]
 
 
+def test_urls_and_email_addresses_are_embedded_as_their_kind() -> None:
+    assert semantic.aspects("open https://shop.example.com/login?next=/cart") == ["open a URL"]
+    assert semantic.aspects("mail bob.smith+q3@example.co.uk, then log out") == ["mail an email address, then log out"]
+    assert semantic.embedded_text("fetch https://x.org/a.") == "fetch a URL"  # a sentence's full stop goes with it
+    assert semantic.embedded_text("read ~/notes/todo.md and report.xlsx") == "read ~/notes/todo.md and report.xlsx"
+
+
+def test_a_long_requests_clauses_are_split_and_counted_before_urls_are_replaced() -> None:
+    fetch = "grab the article at https://blog.example.org/post/42 as markdown"
+    keep = "keep its key points as a new page in my notion workspace"
+    assert semantic.aspects(f"{fetch} and {keep}") == [
+        f"grab the article at a URL as markdown and {keep}", "grab the article at a URL as markdown", keep]
+
+
 def test_a_tool_is_embedded_as_its_name_and_first_sentence() -> None:
     text = semantic.doc_text("gh", "create_pull-request", "Open a PR.\nLong usage notes follow. More.")
     assert text == "gh: create pull request. Open a PR."

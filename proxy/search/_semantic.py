@@ -18,6 +18,7 @@ import importlib.util
 import itertools
 import logging
 import os
+import re
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -238,12 +239,27 @@ ASPECT_MIN_WORDS = 10  # content words a query needs before its clauses are embe
 CLAUSE_MIN_WORDS = 2  # content words a clause needs to count
 
 
+# To the model a URL or an e-mail address is mostly word-piece noise ("https", ":", "/", "www", the path's
+# fragments) that pulls a request's vector toward unrelated tools; what it says is its kind, so it reads that
+# instead (cross-validated: args 0.864 -> 0.869, tasks 0.661 -> 0.665, dev unchanged). Paths and file names
+# are left as they are: their extension names the tool's kind ("report.xlsx").
+_URL = re.compile(r"\bhttps?://\S+?(?=[,;)]?(?:\s|$))")
+_EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+\.[\w.]+\b")
+
+
+def embedded_text(text: str) -> str:
+    """`text` as the model reads it: each URL and e-mail address replaced by the words for its kind."""
+    return _EMAIL.sub("an email address", _URL.sub("a URL", text))
+
+
 def aspects(query: str) -> list[str]:
-    """The texts a query is embedded as: itself, plus each clause of a long one with two or more."""
-    if content_words(query) < ASPECT_MIN_WORDS:
-        return [query]
-    clauses = [clause for clause in split_clauses(query) if content_words(clause) >= CLAUSE_MIN_WORDS]
-    return [query, *clauses] if len(clauses) >= 2 else [query]
+    """The texts a query is embedded as: itself, plus each clause of a long one with two or more (split and
+    counted on the query as written), each as the model reads it (`embedded_text`)."""
+    texts = [query]
+    if content_words(query) >= ASPECT_MIN_WORDS:
+        clauses = [clause for clause in split_clauses(query) if content_words(clause) >= CLAUSE_MIN_WORDS]
+        texts += clauses if len(clauses) >= 2 else []
+    return [embedded_text(text) for text in texts]
 
 
 class _Rows:
