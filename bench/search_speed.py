@@ -3,7 +3,7 @@
 The 10k catalog replicates real-fleet servers under new server names. Also times a one-server update.
 `--semantic` adds the hybrid `tool_search` over the same 10k tools, its embeddings computed by the
 gateway's own background step (cached on disk, so only the first run pays for them): per query, wall and
-CPU time of encoding it and ranking, and the wall time of a repeated query (its vector cached).
+CPU time of encoding it and ranking, and the wall time of a repeated query (its ranking kept by the view).
 Run: .venv/bin/python -m bench.search_speed [--catalogs DIR] [--tools 10000] [--semantic [--cache-dir DIR]]
 """
 
@@ -59,8 +59,8 @@ def replicate_tools(servers: dict[str, list[dict]], target: int) -> dict[str, li
 
 def hybrid_ms(catalog: Views, queries: list[str]) -> tuple[list[float], ...]:
     """Per query, as the gateway answers `tool_search`: `prepare_search` (the model encodes the query in a
-    worker thread) then `search`; wall ms, CPU ms, and the wall ms of the same query again, its vector
-    cached. Only the lexical leg's per-term arrays are warm at first."""
+    worker thread) then `search`; wall ms, CPU ms, and the wall ms of the same query again, its ranking
+    kept by the view. Only the lexical leg's per-term arrays are warm at first."""
     view = catalog.for_profile("default")
     for query in queries:  # warm, as the lexical "warm" row: each query's terms have their arrays joined
         catalog.index.search(query, limit=10, scope=view.deferred)
