@@ -6,6 +6,8 @@ Each hostile call runs beside a healthy call from another session, which must an
 from __future__ import annotations
 
 import json
+import random
+import string
 import time
 from typing import Any
 
@@ -15,7 +17,7 @@ from inprocess import Upstream, gateway, tool
 from mcp import Client, types
 from mcp.server.lowlevel import Server
 
-from proxy.downstream import check_arguments
+from proxy.downstream import bridge, check_arguments
 from proxy.errors import InvalidArguments
 
 pytestmark = pytest.mark.anyio
@@ -219,3 +221,24 @@ async def test_hidden_characters_never_reach_a_listing_a_search_or_a_describe() 
         assert shown(each), repr(each)
     assert "\ufffd" in text(described)  # a visible marker where something was taken out
     assert "Read a file." in text(described)
+
+
+def words(count: int, seed: int) -> list[str]:
+    """Distinct made-up words, the same for a seed."""
+    rng = random.Random(seed)
+    return ["".join(rng.choices(string.ascii_lowercase, k=9)) for _ in range(count)]
+
+
+async def test_a_long_search_of_unknown_words_is_answered_at_once_and_a_longer_one_refused() -> None:
+    vocabulary = words(20_000, seed=1)  # a large fleet's worth of terms: each unknown query word looks them up
+    tools = [tool(f"t{i}", " ".join(vocabulary[i * 10 : i * 10 + 10])) for i in range(2000)]
+    query = " ".join(words(3000, seed=2))[:bridge.MAX_QUERY_CHARS]  # none of them indexed
+    async with gateway([Upstream("big", tools)]) as harness, Client(harness.server) as client:
+        await client.call_tool("tool_search", {"queries": [vocabulary[0]]})  # the index is built
+        started = time.monotonic()
+        answer = await client.call_tool("tool_search", {"queries": [query]})
+        elapsed = time.monotonic() - started
+        refused = await client.call_tool("tool_search", {"queries": [query + " more"]})
+    assert not answer.is_error and json.loads(text(answer))["results"][0]["matches"] == []
+    assert elapsed < HEALTHY_BOUND
+    assert refused.is_error and f"at most {bridge.MAX_QUERY_CHARS} characters" in text(refused)

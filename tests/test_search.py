@@ -63,6 +63,17 @@ def test_unknown_terms_are_ignored(index: SearchIndex) -> None:
     assert index.search("", limit=5) == []
 
 
+def test_an_unknown_word_completes_to_the_indexed_terms_it_begins_as_the_fleet_changes() -> None:
+    index = SearchIndex()
+    index.set_server("web", [doc("web", "screenshot", "Capture the page"), doc("web", "scrape", "Fetch a page")])
+    assert index.search("screensh", limit=5) == ["web__screenshot"]  # no indexed term is "screensh"
+    index.set_server("os", [doc("os", "screensaver", "Start the saver")])
+    assert sorted(index.search("screens", limit=5)) == ["os__screensaver", "web__screenshot"]
+    index.remove_server("web")
+    assert index.search("screens", limit=5) == ["os__screensaver"]
+    assert index.search("scre", limit=5) == ["os__screensaver"]
+
+
 def test_exact_names_the_whole_query_within_scope(index: SearchIndex) -> None:
     assert index.exact(" Write_File ") == ["fs__write_file"]
     assert index.exact("write_file", scope={"fs__readFile"}) == []

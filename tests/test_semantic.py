@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -79,6 +80,21 @@ def test_a_long_request_is_embedded_whole_and_per_clause() -> None:
 ])
 def test_a_short_or_single_clause_query_is_embedded_whole(query: str) -> None:
     assert semantic.aspects(query) == [query]
+
+
+def test_a_request_of_many_clauses_is_embedded_whole_and_per_clause_up_to_the_cap() -> None:
+    query = ", ".join(f"then open report number {i} quickly" for i in range(semantic.MAX_CLAUSES + 5))
+    texts = semantic.aspects(query)
+    assert texts[0] == query and len(texts) == 1 + semantic.MAX_CLAUSES
+    assert texts[1].endswith("report number 0 quickly")
+
+
+def test_an_address_like_run_without_an_address_is_left_as_it_is() -> None:
+    run = "a." * 50_000 + "@"  # tried from every word boundary, this took the square of its length
+    started = time.monotonic()
+    assert semantic.embedded_text(run) == run
+    assert semantic.embedded_text("mail .bob+x@mail.example.com now") == "mail an email address now"
+    assert time.monotonic() - started < 2.0
 
 
 def test_clauses_without_two_content_words_do_not_count() -> None:

@@ -22,6 +22,9 @@ from proxy.surface import MAX_DESCRIBE, MAX_QUERIES
 from proxy.views import SessionView, Views
 
 DESCRIPTION_LIMIT = 500
+# Room for a pasted fragment (LiveMCPBench's longest question, with a base64 image, has 18,686 characters);
+# longer is a clear error, as more than MAX_QUERIES queries is.
+MAX_QUERY_CHARS = 20_000
 FUSION_DEPTH = 50  # candidates each ranking brings to the fusion
 SEMANTIC_ONLY_FLOOR = 0.3  # cosine below which a query with no known word matches nothing
 _NO_MATCH_HINT = (
@@ -40,6 +43,15 @@ def _as_list(value: Any, field: str, maximum: int) -> list[str]:
     if len(value) > maximum:
         raise BridgeError(f"'{field}' takes at most {maximum} entries, got {len(value)}; split the request")
     return [v.strip() for v in value]
+
+
+def _queries(arguments: Mapping[str, Any]) -> list[str]:
+    queries = _as_list(arguments.get("queries"), "queries", MAX_QUERIES)
+    for query in queries:
+        if len(query) > MAX_QUERY_CHARS:
+            raise BridgeError(f"a query takes at most {MAX_QUERY_CHARS} characters, got {len(query)}; "
+                              "search for the capability in a few words")
+    return queries
 
 
 def _limit(value: Any, default: int, maximum: int) -> int:
@@ -97,7 +109,7 @@ async def prepare_search(views: Views, view: SessionView, arguments: Mapping[str
     semantic = views.semantic
     if semantic is None or not semantic.ready(view.deferred):
         return
-    queries = _as_list(arguments.get("queries"), "queries", MAX_QUERIES)
+    queries = _queries(arguments)
     missing = semantic.missing_queries(queries)
     if missing:
         semantic.remember_queries(missing, await anyio.to_thread.run_sync(semantic.encode_queries, missing))
@@ -110,7 +122,7 @@ def search(views: Views, view: SessionView, arguments: Mapping[str, Any]) -> dic
         BridgeError: malformed arguments or more than `MAX_QUERIES` queries.
     """
     settings = views.toolsets.tool_search
-    queries = _as_list(arguments.get("queries"), "queries", MAX_QUERIES)
+    queries = _queries(arguments)
     limit = _limit(arguments.get("limit"), settings.search_default_limit, settings.max_search_limit)
     tools = views.registry.tools
     results: list[dict[str, Any]] = []

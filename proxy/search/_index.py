@@ -8,6 +8,7 @@ per-term arrays (`_postings`), kept per server in flat arrays.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import itertools
 import math
@@ -137,6 +138,7 @@ class SearchIndex:
         self._masks: dict[int, tuple[frozenset[str], npt.NDArray[np.bool_]]] = {}
         self._exact: dict[str, str | tuple[str, ...]] = {}  # almost always one name: the name, not a tuple
         self.version = 0  # changes with every change to the tools or the ranking, so rankings can be kept
+        self._vocabulary: list[str] | None = None  # every term, sorted, for prefix completion
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -210,6 +212,7 @@ class SearchIndex:
     def _invalidate(self) -> None:
         """Drop what depends on the parameters or the corpus-wide statistics."""
         self.version += 1
+        self._vocabulary = None
         self._factors = None
         self._impacts_cache.clear()
         self._masks.clear()
@@ -266,12 +269,21 @@ class SearchIndex:
             if term in self._postings or len(term) < PREFIX_MIN:
                 weights[term] += 1.0
                 continue
-            extensions = [t for t in self._postings if t.startswith(term)]
+            extensions = self._completions(term)
             for ext in extensions:
                 weights[ext] += 1.0 / len(extensions)
         for term, weight in self._expansions([stem(w) for w in words], set(map(stem, kept))).items():
             weights.setdefault(term, weight)
         return weights
+
+    def _completions(self, prefix: str) -> list[str]:
+        """Indexed terms that begin with `prefix`, found by bisection in the sorted vocabulary: a scan of
+        every term took ~0.45 ms a word, so a long request of unknown words held the event loop for seconds."""
+        if self._vocabulary is None:
+            self._vocabulary = sorted(self._postings)
+        start = bisect.bisect_left(self._vocabulary, prefix)
+        return list(itertools.takewhile(lambda term: term.startswith(prefix), itertools.islice(
+            self._vocabulary, start, None)))
 
     def _expansions(self, stems: list[str], kept: set[str]) -> dict[str, float]:
         """Synonyms of the query's words and two-word phrases, at the synonym weight split over a phrase."""
