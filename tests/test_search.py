@@ -251,6 +251,20 @@ class _Reference:
         return (exact + [name for name, _ in ranked])[:limit]
 
 
+def test_completions_are_every_indexed_term_a_prefix_begins_on_real_fleet() -> None:
+    root = catalogs_dir()
+    if not (root / "real-fleet.json").exists():
+        pytest.skip(f"catalogs not found at {root} (set TOOLBRIDGE_CATALOGS or check out ../shared)")
+    index = SearchIndex()
+    for server, docs in load_catalog(root / "real-fleet.json").items():
+        index.set_server(server, docs)
+    terms = list(index._postings)
+    rnd = random.Random(7)
+    prefixes = {t[:n] for t in rnd.sample(terms, 300) for n in (1, 4, 6)} | {"zzzz", "a", "~", "", "\U0010ffff"}
+    for prefix in prefixes:
+        assert index._completions(prefix) == sorted(t for t in terms if t.startswith(prefix)), prefix
+
+
 def test_array_scoring_matches_reference_on_real_fleet() -> None:
     root = catalogs_dir()
     if not (root / "real-fleet.json").exists():

@@ -281,9 +281,9 @@ class SearchIndex:
         every term took ~0.45 ms a word, so a long request of unknown words held the event loop for seconds."""
         if self._vocabulary is None:
             self._vocabulary = sorted(self._postings)
-        start = bisect.bisect_left(self._vocabulary, prefix)
-        return list(itertools.takewhile(lambda term: term.startswith(prefix), itertools.islice(
-            self._vocabulary, start, None)))
+        vocabulary, width = self._vocabulary, len(prefix)
+        start = bisect.bisect_left(vocabulary, prefix)  # sorted terms keep their first `width` letters sorted
+        return vocabulary[start : bisect.bisect_right(vocabulary, prefix, lo=start, key=lambda t: t[:width])]
 
     def _expansions(self, stems: list[str], kept: set[str]) -> dict[str, float]:
         """Synonyms of the query's words and two-word phrases, at the synonym weight split over a phrase."""
