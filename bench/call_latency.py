@@ -94,7 +94,7 @@ async def _calls_while_embedding(call: Callable[[int], Awaitable[object]], cache
     return samples
 
 
-def _in_process_ms(catalog: Path, copies: int, runs: int, semantic: bool) -> dict[str, list[float]]:
+def _in_process_ms(catalog: Path, copies: int, runs: int, semantic: bool, fresh: list[str]) -> dict[str, list[float]]:
     """`bridge.search` on the tools the proxy serves (named as tests/servers/catalog_server.py does): a
     repeated query (its ranking kept by the view), and each development query once, new (its vector computed,
     as `tool_search` does first) and then ranked again under another limit (vector known, ranking not)."""
@@ -113,16 +113,14 @@ def _in_process_ms(catalog: Path, copies: int, runs: int, semantic: bool) -> dic
     async def measure() -> dict[str, list[float]]:
         for query in QUERIES:  # warm: the first query after an index change computes the length norms
             await timed(query, 5)
-        fresh = [q["query"] for q in json.loads((catalog.parent / "queries-dev.json").read_text())]
         return {"repeated": [await timed(QUERIES[index % len(QUERIES)], 5) for index in range(runs)],
                 "new": [await timed(query, 5) for query in fresh], "ranked": [await timed(query, 6) for query in fresh]}
 
     return anyio.run(measure)
 
 
-async def main(catalog: Path, copies: int, runs: int, semantic: bool) -> dict[str, Any]:
+async def main(catalog: Path, copies: int, runs: int, semantic: bool, fresh: list[str]) -> dict[str, Any]:
     """The proxy side, samples in ms: direct and proxied calls (also while tools embed), tool_search."""
-    fresh = [q["query"] for q in json.loads((catalog.parent / "queries-dev.json").read_text())]
     async with Client(stdio_client(_stdio(CATALOG_SERVER, "--tools", "1", "--prefix", "echo"))) as direct:
         direct_ms = await _timed(runs, lambda i: direct.call_tool("echo_0000", {"value": i}))
     embedding_ms: list[float] = []
@@ -155,10 +153,11 @@ async def main(catalog: Path, copies: int, runs: int, semantic: bool) -> dict[st
 
 def report(catalog: Path, copies: int, runs: int, semantic: bool) -> None:
     """Run the proxy side in an event loop, then the in-process search (which builds its own catalog)."""
-    measured = anyio.run(main, catalog, copies, runs, semantic)
+    fresh = [q["query"] for q in json.loads((catalog.parent / "queries-dev.json").read_text())]
+    measured = anyio.run(main, catalog, copies, runs, semantic, fresh)
     direct_ms, embedding_ms, call_ms = measured["direct"], measured["embedding"], measured["call"]
     search_ms, new_ms, count = measured["search"], measured["new"], measured["count"]
-    in_process = _in_process_ms(catalog, copies, runs, semantic)
+    in_process = _in_process_ms(catalog, copies, runs, semantic, fresh)
     reference = statistics.median(direct_ms)
     mode = "hybrid (semantic on)" if semantic else "lexical"
     print(f"{count} tools behind the proxy, {runs} runs each, stdio both ways, {mode} search, "

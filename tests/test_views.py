@@ -9,7 +9,7 @@ from inprocess import tool
 from proxy.config import ProfileConfig, ToolsetsConfig
 from proxy.downstream import bridge
 from proxy.registry import Registry
-from proxy.views import Views
+from proxy.views import RECENT_RANKINGS, Views
 
 CONFIG = ToolsetsConfig(
     core=("a__*",),
@@ -113,6 +113,24 @@ def test_a_repeated_search_reuses_the_views_ranking(monkeypatch: pytest.MonkeyPa
     assert ranked == ["apples", "three"]
     bridge.search(cat, view, {"queries": ["apples"], "limit": 1})  # another limit is another ranking
     assert ranked == ["apples", "three", "apples"]
+
+
+def test_a_view_keeps_its_most_recently_used_rankings_up_to_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    cat, _ = catalog()
+    ranked: list[str] = []
+    original = bridge._rank
+    monkeypatch.setattr(bridge, "_rank", lambda views, view, query, limit: ranked.append(query) or original(
+        views, view, query, limit))
+    view = cat.for_profile("default")
+    queries = [f"query {i}" for i in range(RECENT_RANKINGS + 1)]
+    for query in queries[:-1]:
+        bridge.search(cat, view, {"queries": [query]})
+    bridge.search(cat, view, {"queries": [queries[0]]})  # the oldest, used again: now the most recent
+    bridge.search(cat, view, {"queries": [queries[-1]]})  # one past the bound: the least recently used goes
+    ranked.clear()
+    for query in (queries[0], queries[-1], queries[2], queries[1]):
+        bridge.search(cat, view, {"queries": [query]})
+    assert ranked == [queries[1]]
 
 
 def test_a_kept_ranking_goes_when_the_index_changes_under_the_same_view() -> None:

@@ -54,14 +54,15 @@ def _queries(arguments: Mapping[str, Any]) -> list[str]:
     return queries
 
 
-def _limit(value: Any, default: int, maximum: int) -> int:
+def _search_limit(views: Views, arguments: Mapping[str, Any]) -> int:
+    settings, value = views.toolsets.tool_search, arguments.get("limit")
     if value is None:
-        return default
+        return settings.search_default_limit
     try:
         number = int(value)
     except (TypeError, ValueError):
         raise BridgeError("'limit' must be an integer") from None
-    return min(max(number, 1), maximum)
+    return min(max(number, 1), settings.max_search_limit)
 
 
 def _truncate(text: str, limit: int = DESCRIPTION_LIMIT) -> str:
@@ -80,7 +81,7 @@ def rank(views: Views, view: SessionView, query: str, limit: int) -> list[str]:
     ranking = view.rankings.get(state, query, limit)
     if ranking is None:
         ranking = _rank(views, view, query, limit)
-        view.rankings.put(state, query, limit, ranking)
+        view.rankings.put(query, limit, ranking)
     return ranking
 
 
@@ -105,12 +106,12 @@ def _rank(views: Views, view: SessionView, query: str, limit: int) -> list[str]:
 
 async def prepare_search(views: Views, view: SessionView, arguments: Mapping[str, Any]) -> None:
     """Compute the queries' semantic vectors in a worker thread, so `search` never blocks the loop; none
-    while the session's search is still lexical."""
+    while the session's search is still lexical, nor for a query whose ranking the view keeps."""
     semantic = views.semantic
     if semantic is None or not semantic.ready(view.deferred):
         return
-    queries = _queries(arguments)
-    missing = semantic.missing_queries(queries)
+    state, limit = views.search_state(), _search_limit(views, arguments)
+    missing = semantic.missing_queries([q for q in _queries(arguments) if view.rankings.get(state, q, limit) is None])
     if missing:
         semantic.remember_queries(missing, await anyio.to_thread.run_sync(semantic.encode_queries, missing))
 
@@ -121,9 +122,7 @@ def search(views: Views, view: SessionView, arguments: Mapping[str, Any]) -> dic
     Raises:
         BridgeError: malformed arguments or more than `MAX_QUERIES` queries.
     """
-    settings = views.toolsets.tool_search
-    queries = _queries(arguments)
-    limit = _limit(arguments.get("limit"), settings.search_default_limit, settings.max_search_limit)
+    queries, limit = _queries(arguments), _search_limit(views, arguments)
     tools = views.registry.tools
     results: list[dict[str, Any]] = []
     found: dict[str, dict[str, Any]] = {}

@@ -298,14 +298,13 @@ class SemanticIndex:
         self._queries: dict[str, Any] = {}  # query -> one row per aspect
         self._rows: _Rows | None = None
         self._masks: dict[int, tuple[Collection[str], Any]] = {}
-        self._ready: dict[int, frozenset[str]] = {}  # session scopes found ready, until a tool loses its vector
+        self._ready: dict[int, frozenset[str]] = {}  # session scopes found ready, until the vectors change
         self.version = 0  # changes whenever a vector comes or goes, so rankings can be kept until then
 
     def set_server(self, server: str, docs: Sequence[SearchDoc]) -> None:
         names, _ = self._servers.pop(server, ([], None))
         if names:
             self._changed()
-            self._ready.clear()
         self._embedded.difference_update(names)
         self.pending.pop(server, None)
         if docs:
@@ -315,6 +314,7 @@ class SemanticIndex:
         self.version += 1
         self._rows = None
         self._masks.clear()
+        self._ready.clear()
 
     def embed(self, docs: Sequence[SearchDoc], checkpoint: Callable[[], None] = _no_checkpoint) -> Any:
         """Vectors for `docs`, loading the model on first use. Blocking: call it from a worker thread."""
