@@ -367,6 +367,9 @@ class Handlers:
     ) -> types.CallToolResult:
         return await self.upstreams.call_tool(entry.server, entry.raw_name, arguments,
                                               progress_callback=channel.progress, channel=channel)
+SHOWN_NAME = 256  # characters of a requested name that reached no tool kept in the record (the audit log's line)
+
+
 def _record(
     ctx: RequestContext, view: SessionView, name: str, arguments: dict[str, Any], target: list[ToolEntry],
     result: types.CallToolResult, error: Exception | None, started: float, duration: float,
@@ -384,7 +387,7 @@ def _record(
     return CallRecord(
         started=started, duration=duration, session=session_label(session_key(ctx)), profile=view.profile,
         client=client.name if client else None, client_version=client.version if client else None,
-        tool=entry.name if entry else str(requested), server=entry.server if entry else BRIDGE_SERVER,
+        tool=entry.name if entry else str(requested)[:SHOWN_NAME], server=entry.server if entry else BRIDGE_SERVER,
         via=name if bridged else None, outcome=outcome, error=type(error).__name__ if error else None,
         arguments=arguments.get("arguments") or {} if bridged else arguments,
     )

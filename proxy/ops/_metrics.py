@@ -9,12 +9,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from proxy.downstream import BRIDGE_SERVER, CallRecord, ChangeNotifier
+from proxy.names import BRIDGE_NAMES
 from proxy.upstream import Fleet, UpstreamState
 from proxy.views import Views
 
-__all__ = ["OTHER_TOOL", "Metrics"]
+__all__ = ["OTHER_TOOL", "UNKNOWN_TOOL", "Metrics"]
 
 OTHER_TOOL = "other"
+UNKNOWN_TOOL = "unknown"  # the label of a call to a name no tool has: a client's text never becomes a label
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 
 
@@ -65,8 +67,12 @@ class Metrics:
                                 registry=self.registry)
         self.registry.register(_StateCollector(fleet, views, notifier))
 
-    def _tool_label(self, tool: str) -> str:
-        """The first `top_tools` tools called get a series each; later ones share `other` (bounded cardinality)."""
+    def _tool_label(self, record: CallRecord) -> str:
+        """The first `top_tools` tools called get a series each; later ones share `other` (bounded cardinality).
+        A call that reached no tool (an unknown or out-of-scope name) counts as `unknown`."""
+        tool = record.tool
+        if record.server == BRIDGE_SERVER and tool not in BRIDGE_NAMES:
+            return UNKNOWN_TOOL
         if tool in self._labelled:
             return tool
         if len(self._labelled) < self.top_tools:
@@ -75,7 +81,7 @@ class Metrics:
         return OTHER_TOOL
 
     def observe(self, record: CallRecord) -> None:
-        tool = self._tool_label(record.tool)
+        tool = self._tool_label(record)
         key = (record.server, tool, record.outcome)
         series = self._series.get(key)
         if series is None:

@@ -25,6 +25,8 @@ from mcp.client.streamable_http import streamable_http_client
 from prometheus_client.parser import text_string_to_metric_families
 from servers.harness import CONTROLLABLE, TINY
 
+from proxy.downstream._server import SHOWN_NAME
+
 pytestmark = pytest.mark.anyio
 
 TOKEN = "tb-operator-token-1234567890"
@@ -96,14 +98,17 @@ async def test_metrics_and_status_follow_traffic_and_upstream_state(tmp_path: Pa
             for word in ("one", "two"):
                 assert text(await tool_call(client, "ctl__echo", {"text": word})) == word
             assert (await tool_call(client, "ctl__nope", {})).is_error
-            await tool_call(client, "tiny__echo", {"text": "3rd tool: past top_tools"})
+            assert (await client.call_tool("x" * 100_000, {})).is_error  # a name no tool has is no label
             pid = int(text(await tool_call(client, "ctl__pid", {})))
+            await tool_call(client, "tiny__echo", {"text": "4th tool: past top_tools"})
 
         after = samples((await http.get(f"{base}/metrics", headers=auth)).text)
         assert value(after, "toolbridge_tool_calls_total", server="ctl", tool="ctl__echo", outcome="ok") == 2
-        refused = {"server": "toolbridge", "tool": "ctl__nope", "outcome": "refused"}
-        assert value(after, "toolbridge_tool_calls_total", **refused) == 1
-        assert value(after, "toolbridge_tool_call_errors_total", server="toolbridge", error="UnknownTool") == 1
+        refused = {"server": "toolbridge", "tool": "unknown", "outcome": "refused"}
+        assert value(after, "toolbridge_tool_calls_total", **refused) == 2
+        assert value(after, "toolbridge_tool_call_errors_total", server="toolbridge", error="UnknownTool") == 2
+        assert {dict(labels).get("tool") for _, labels in after} <= {
+            None, "ctl__echo", "ctl__pid", "other", "unknown", "tool_search", "tool_call"}
         assert value(after, "toolbridge_tool_calls_total", server="tiny", tool="other", outcome="ok") == 1
         assert value(after, "toolbridge_search_seconds_count") == 1
         assert value(after, "toolbridge_tool_call_seconds_count", server="ctl", tool="ctl__echo") == 2
@@ -145,6 +150,8 @@ async def test_the_audit_log_records_every_call_and_no_secret(tmp_path: Path) ->
                     made += 1
                 await client.call_tool("tool_search", {"queries": [f"token={SECRET}"]})
                 made += 1
+                await client.call_tool("tool_call", {"name": "y" * 100_000, "arguments": {}})
+                made += 1
     log = (directory / "audit" / "calls.jsonl").read_text()
     entries = [json.loads(line) for line in log.splitlines()]
     assert len(entries) == made
@@ -156,6 +163,8 @@ async def test_the_audit_log_records_every_call_and_no_secret(tmp_path: Path) ->
     assert (echo["server"], echo["via"], echo["outcome"], echo["client_version"]) == ("tiny", "tool_call", "ok", "7.1")
     assert echo["duration_ms"] >= 0 and "[REDACTED]" in echo["arguments"]["text"]
     assert oct((directory / "audit" / "calls.jsonl").stat().st_mode & 0o777) == "0o600"
+    unknown = next(e for e in entries if e["tool"].startswith("y"))  # a name no tool has, cut to a line's worth
+    assert (unknown["tool"], unknown["outcome"]) == ("y" * SHOWN_NAME, "refused")
 
 
 async def test_arguments_are_only_a_hash_by_default(tmp_path: Path) -> None:
