@@ -14,10 +14,13 @@ search package (and numpy under it) is imported then too, not at start-up.
 
 from __future__ import annotations
 
+import difflib
+import functools
 import hashlib
 import json
 import logging
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -68,6 +71,45 @@ class RecentRankings:
             del self._items[next(iter(self._items))]
 
 
+SUGGEST_MAX_CHARS = 128  # a longer unknown name gets no did-you-mean: no tool name is that long
+SUGGEST_POOL = 4096  # names one suggestion compares at most
+
+
+class Spellings:
+    """A view's names grouped for did-you-mean, so a suggestion compares a bounded pool: the tools of the
+    named server (or of the servers spelled closest to it), or the tool names with the same first letter.
+    At 50,000 tools, difflib over every name took 0.3-0.8 s per unknown name."""
+
+    def __init__(self, scope: Iterable[str]) -> None:
+        self._by_tail: dict[str, list[str]] = defaultdict(list)  # tool part (after the last `__`) -> names
+        self._by_server: dict[str, dict[str, str]] = defaultdict(dict)  # server -> tool part -> name
+        self._tails: dict[str, list[str]] = defaultdict(list)  # first letter -> tool parts
+        for name in sorted(scope):
+            server, _, tail = name.rpartition("__")
+            if tail not in self._by_tail:
+                self._tails[tail[:1]].append(tail)
+            self._by_tail[tail].append(name)
+            if server:
+                self._by_server[server][tail] = name
+
+    def suggest(self, name: str, limit: int) -> list[str]:
+        """`*__<name>` first; else close spellings of the tool part within the named (or closest) servers,
+        or of a bare name among the tool names."""
+        if len(name) > SUGGEST_MAX_CHARS:
+            return []
+        if name in self._by_tail:
+            return [n for n in self._by_tail[name] if n != name][:limit]
+        server, _, tool = name.rpartition("__")
+        if server:
+            servers = [server] if server in self._by_server else difflib.get_close_matches(
+                server, list(self._by_server), n=3, cutoff=0.6)
+            pool = {tail: qualified for s in servers for tail, qualified in self._by_server[s].items()}
+            close = difflib.get_close_matches(tool, list(pool)[:SUGGEST_POOL], n=limit, cutoff=0.75)
+            return sorted(pool[tail] for tail in close)[:limit]
+        close = difflib.get_close_matches(name, self._tails.get(name[:1], [])[:SUGGEST_POOL], n=limit, cutoff=0.75)
+        return sorted(self._by_tail[tail][-1] for tail in close)[:limit]
+
+
 @dataclass(frozen=True)
 class SessionView:
     """One session's world. `allowed` includes tools of servers that are down right now."""
@@ -90,6 +132,11 @@ class SessionView:
     @property
     def scope(self) -> frozenset[str]:
         return self.core | self.deferred
+
+    @functools.cached_property
+    def spellings(self) -> Spellings:
+        """Built on the view's first unknown name."""
+        return Spellings(self.scope)
 
 
 def _semantic_index(setting: str, cache_dir: Path | None) -> SemanticIndex | None:

@@ -9,7 +9,7 @@ from inprocess import tool
 from proxy.config import ProfileConfig, ToolsetsConfig
 from proxy.downstream import bridge
 from proxy.registry import Registry
-from proxy.views import RECENT_RANKINGS, Views
+from proxy.views import RECENT_RANKINGS, SUGGEST_MAX_CHARS, SUGGEST_POOL, Spellings, Views
 
 CONFIG = ToolsetsConfig(
     core=("a__*",),
@@ -139,3 +139,28 @@ def test_a_kept_ranking_goes_when_the_index_changes_under_the_same_view() -> Non
     assert bridge.search(cat, view, {"queries": ["apples"]})["results"][0]["matches"] == []
     registry.set_server_tools("c", [tool("four", "Four apples.")])
     assert bridge.search(cat, view, {"queries": ["apples"]})["results"][0]["matches"] == ["c__four"]
+
+
+def test_did_you_mean_finds_the_tool_part_a_typo_or_a_server_typo() -> None:
+    names = ["git__git_status", "git__git_log", "svn__log", "github__create_issue", "github__list_issues"]
+    spellings = Spellings(names)
+    assert spellings.suggest("log", 5) == ["svn__log"]  # `*__log`
+    assert spellings.suggest("git__git_stauts", 5) == ["git__git_status"]
+    assert spellings.suggest("gihtub__create_issue", 5) == ["github__create_issue"]  # the server misspelled
+    assert spellings.suggest("create_isue", 5) == ["github__create_issue"]  # a bare tool part
+    assert spellings.suggest("zzz__nothing", 5) == spellings.suggest("q" * (SUGGEST_MAX_CHARS + 1), 5) == []
+
+
+def test_did_you_mean_compares_a_bounded_pool_of_names() -> None:
+    typo = "big__zebra_crosing"
+    assert Spellings(["big__zebra_crossing"]).suggest(typo, 5) == ["big__zebra_crossing"]
+    crowded = Spellings([f"big__filler_{i:05d}" for i in range(SUGGEST_POOL)] + ["big__zebra_crossing"])
+    assert crowded.suggest(typo, 5) == []  # past the pool (in name order): not compared
+
+
+def test_describe_suggests_for_its_first_unknown_names_only() -> None:
+    cat, _ = catalog()
+    view = cat.for_profile("default")
+    assert "c__four" in bridge.describe(cat, view, {"names": ["c__fuor"]})["hint"]
+    unknown = [f"x{i}" for i in range(bridge.SUGGESTED_NAMES)] + ["c__fuor"]
+    assert "Did you mean" not in bridge.describe(cat, view, {"names": unknown})["hint"]

@@ -6,7 +6,6 @@ outside its scope. The answers are JSON text, built to be read by a model.
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections import Counter
 from collections.abc import Mapping
@@ -22,6 +21,7 @@ from proxy.surface import MAX_DESCRIBE, MAX_QUERIES
 from proxy.views import SessionView, Views
 
 DESCRIPTION_LIMIT = 500
+SUGGESTED_NAMES = 3  # unknown names in one `tool_describe` that get did-you-mean suggestions
 # Room for a pasted fragment (LiveMCPBench's longest question, with a base64 image, has 18,686 characters);
 # longer is a clear error, as more than MAX_QUERIES queries is.
 MAX_QUERY_CHARS = 20_000
@@ -173,21 +173,14 @@ def describe(views: Views, view: SessionView, arguments: Mapping[str, Any]) -> d
     answer: dict[str, Any] = {"tools": described}
     if not_found:
         answer["not_found"] = not_found
-        suggestions = sorted({s for name in not_found for s in suggest(view, name)})
+        suggestions = sorted({s for name in not_found[:SUGGESTED_NAMES] for s in suggest(view, name)})
         answer["hint"] = _NOT_FOUND_HINT + (f" Did you mean: {', '.join(suggestions)}?" if suggestions else "")
     return answer
 
 
 def suggest(view: SessionView, name: str, limit: int = 5) -> list[str]:
-    """Did-you-mean candidates from the session's scope: `*__<name>` first, then close spellings."""
-    candidates = sorted(view.scope)
-    exact = [c for c in candidates if c.endswith(f"__{name}")]
-    if exact:
-        return exact[:limit]
-    close = difflib.get_close_matches(name, candidates, n=limit, cutoff=0.6)
-    tails = {c.split("__", 1)[-1]: c for c in candidates}
-    close += [tails[t] for t in difflib.get_close_matches(name, list(tails), n=limit, cutoff=0.75)]
-    return sorted(dict.fromkeys(close))[:limit]
+    """Did-you-mean candidates from the session's scope (`SessionView.spellings`)."""
+    return view.spellings.suggest(name, limit)
 
 
 @dataclass(frozen=True)
