@@ -18,6 +18,7 @@ from mcp import Client, types
 from mcp.server.lowlevel import Server
 
 from proxy.downstream import bridge, check_arguments
+from proxy.downstream._validation import PreparedSchema
 from proxy.errors import InvalidArguments
 from proxy.search import semantic
 from proxy.text import split_clauses
@@ -252,3 +253,15 @@ async def test_a_long_search_of_unknown_words_is_answered_at_once_and_a_longer_o
     assert not answer.is_error and json.loads(text(answer))["results"][0]["matches"] == []
     assert elapsed < HEALTHY_BOUND
     assert refused.is_error and f"at most {bridge.MAX_QUERY_CHARS} characters" in text(refused)
+
+
+def test_a_schema_whose_patterns_are_costly_to_run_is_checked_off_the_loop() -> None:
+    def schema(*patterns: str) -> dict[str, Any]:
+        return {"type": "object", "properties": {"t": {"allOf": [{"pattern": p} for p in patterns]}}}
+
+    uuid = "^[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$"
+    everyday = schema(r"^\d{4}-\d{2}-\d{2}$", r"^[\w.+-]+@[\w-]+\.[\w.]+$", uuid)
+    assert PreparedSchema(everyday).on_loop
+    assert not PreparedSchema(schema("[ab]*a[ab]{1000}c")).on_loop  # ~1,000 RE2 instructions
+    keyed = {"type": "object", "patternProperties": {"^k[ab]{600}$": {}, "^j[ab]{600}$": {}}}
+    assert not PreparedSchema(keyed).on_loop

@@ -49,6 +49,9 @@ _RE2_MAX_MEMORY = 8 << 20
 # Validated on the loop within these bounds (each value, key and list counts as a node).
 _SMALL_SCHEMA = (256, 8192)  # nodes, characters of strings
 _SMALL_ARGUMENTS = (64, 8192)
+# RE2 instructions of all a schema's patterns, if it is to be checked on the loop: a search costs up to the
+# program's size times the text's length, and a pattern of ~1,000 instructions took ~30 ms over 8,192 characters.
+_SMALL_PATTERNS = 512
 _EXPENSIVE_KEYWORDS = frozenset({"$ref", "$dynamicRef", "$recursiveRef", "unevaluatedProperties", "unevaluatedItems"})
 _SCALARS = frozenset({int, float, bool, type(None)})
 
@@ -130,9 +133,18 @@ def _uses_python_regex(schema: Any) -> bool:
     return len(found) == 2
 
 
+def _program_size(node: dict[str, Any]) -> int:
+    """RE2 instructions of a schema node's `pattern` and `patternProperties` (none for one RE2 cannot run)."""
+    properties = node.get("patternProperties")
+    patterns = [node.get("pattern"), *(properties if isinstance(properties, dict) else ())]
+    return sum(compiled.programsize for p in patterns if isinstance(p, str) and (compiled := _compiled(p)) is not None)
+
+
 def _small(value: Any, limits: tuple[int, int], *, schema: bool = False) -> bool:
-    """Whether JSON `value` is within (nodes, string characters); a schema also has no expensive keyword."""
+    """Whether JSON `value` is within (nodes, string characters); a schema also has no expensive keyword
+    and patterns of at most `_SMALL_PATTERNS` instructions in all."""
     nodes, chars = limits
+    program = _SMALL_PATTERNS
     todo = [value]
     try:
         while todo:
@@ -144,6 +156,10 @@ def _small(value: Any, limits: tuple[int, int], *, schema: bool = False) -> bool
             elif kind is dict:
                 if schema and not _EXPENSIVE_KEYWORDS.isdisjoint(node):
                     return False
+                if schema and ("pattern" in node or "patternProperties" in node):
+                    program -= _program_size(node)
+                    if program < 0:
+                        return False
                 chars -= sum(map(len, node))
                 todo.extend(node.values())
             elif kind is list:
