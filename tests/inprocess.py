@@ -17,7 +17,7 @@ from proxy.config import ToolsetsConfig
 from proxy.downstream import ChangeNotifier, Handlers, LargeResults, build_server
 from proxy.registry import Registry
 from proxy.shared import MemoryResultStore
-from proxy.upstream import BackChannel, InFlight, ProgressCallback, client_callbacks
+from proxy.upstream import BackChannel, InFlight, NoticeSink, ProgressCallback, client_callbacks
 from proxy.views import Views
 
 T = TypeVar("T")
@@ -58,10 +58,16 @@ class ClientCaller:
         self.clients: dict[str, Client] = {}
         self.in_flight: dict[str, InFlight] = {}
 
-    def client(self, server: Server[Any], name: str, mode: str) -> Client:
-        """An upstream client whose server→client requests find their caller, as the fleet's do."""
+    def client(self, server: Server[Any], name: str, mode: str, notices: NoticeSink) -> Client:
+        """An upstream client whose server→client requests find their caller and whose resource updates
+        reach `notices`, as the fleet's do."""
         self.in_flight[name] = InFlight()
-        return Client(server, mode=mode, log_level="debug",
+
+        async def on_message(message: Any) -> None:
+            if isinstance(message, types.ResourceUpdatedNotification):
+                await notices(name, message)
+
+        return Client(server, mode=mode, log_level="debug", message_handler=on_message,
                       **client_callbacks(name, self.in_flight[name], _unclaimed))
 
     async def call_tool(self, server: str, raw_name: str, arguments: dict[str, Any],
@@ -112,10 +118,15 @@ async def gateway(
     catalogs = Catalogs(registry)
     caller = ClientCaller()
     every = {**{u.name: u.server() for u in upstreams}, **(servers or {})}
+    built: list[Handlers] = []  # the upstream clients connect before the handlers exist
+
+    async def notices(server: str, notification: types.ServerNotification) -> None:
+        await built[0].on_notice(server, notification)
+
     async with AsyncExitStack() as stack:
         for name, server in every.items():
             client = await stack.enter_async_context(caller.client(server, name, "legacy" if name not in (
-                servers or {}) else mode))
+                servers or {}) else mode, notices))
             caller.clients[name] = client
             registry.set_server_tools(name, (await client.list_tools()).tools)
             if name in (servers or {}):
@@ -127,6 +138,7 @@ async def gateway(
         large = LargeResults(MemoryResultStore(ttl=60, max_chars=10_000_000), views.toolsets.large_results.max_chars)
         handlers = Handlers(views, caller, notifier, fleet_ready=ready, startup_wait=0, profile=profile,
                             large_results=large)
+        built.append(handlers)
         async with anyio.create_task_group() as tg:
             await tg.start(notifier.run)
             await tg.start(handlers.run)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 import time
+from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 
 import anyio
@@ -16,7 +19,9 @@ from servers.harness import alive, descendants, running_fleet, stdio_config, tin
 
 from proxy.config import UpstreamConfig
 from proxy.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from proxy.registry import Registry, ServerChange
 from proxy.upstream import UpstreamState
+from proxy.upstream._fleet import REFRESH_INTERVAL
 
 pytestmark = pytest.mark.anyio
 
@@ -110,6 +115,45 @@ async def test_a_burst_of_notifications_costs_few_refreshes(tmp_path: Path, mode
         with anyio.fail_after(5):
             await wait_for(lambda: all(f"a__burst_{i}" in registry.tools for i in range(20)), registry)
         assert registry.generation - before <= 3  # 20 notifications, at most a few re-lists
+
+
+class ListingClock(Registry):
+    """The real registry, noting when each server's tools are registered (each listing ends so)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listed: dict[str, list[float]] = defaultdict(list)
+
+    def set_server_tools(self, server: str, tools: Iterable[types.Tool], *, prefix: bool = True) -> ServerChange:
+        self.listed[server].append(anyio.current_time())
+        return super().set_server_tools(server, tools, prefix=prefix)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_server_announcing_a_change_after_every_listing_is_relisted_at_most_once_a_second(
+    tmp_path: Path, mode: str
+) -> None:
+    registry = ListingClock()
+    upstreams = [stdio_config("storm", "--storm"), stdio_config("calm")]
+    async with running_fleet(upstreams, tmp_path, registry, mode=mode) as (fleet, _):
+        with anyio.fail_after(10):
+            await fleet.ready.wait()
+        with anyio.fail_after(15):
+            while len(registry.listed["storm"]) < 4:
+                assert text(await fleet.call_tool("calm", "echo", {"text": "still here"})) == "still here"
+        listed = list(registry.listed["storm"])  # before shutdown withdraws the server
+    assert min(later - earlier for earlier, later in itertools.pairwise(listed)) >= REFRESH_INTERVAL
+
+
+async def test_a_change_after_a_quiet_second_is_relisted_at_once(tmp_path: Path) -> None:
+    registry = ListingClock()
+    async with running_fleet([stdio_config("a")], tmp_path, registry) as (fleet, _):
+        with anyio.fail_after(10):
+            await fleet.ready.wait()
+        await anyio.sleep(REFRESH_INTERVAL)  # not to synchronise: the quiet second is the case under test
+        await fleet.call_tool("a", "add_tool", {"name": "fresh"})
+        with anyio.fail_after(REFRESH_INTERVAL):  # a held change would wait out a whole interval
+            await wait_for(lambda: "a__fresh" in registry.tools, registry)
 
 
 async def test_twenty_upstreams_start_concurrently(tmp_path: Path) -> None:

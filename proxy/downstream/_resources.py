@@ -8,6 +8,7 @@ the session's scope is unknown to it, exactly like one nobody serves.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
 
 import anyio
@@ -38,30 +39,70 @@ def _route(view: SessionView, uri: str) -> Target:
 
 
 class Subscriptions:
-    """Who is told `notifications/resources/updated` for which upstream URI, under the URI it used."""
+    """Who is told `notifications/resources/updated` for which upstream URI, under the URI it used.
+
+    Over HTTP a session's key is its `Mcp-Session-Id`, and nothing tells us when such a session
+    ends: a client may subscribe `MAX_PER_SESSION` URIs at most, and past `MAX_SESSIONS` sessions
+    or `MAX_TOTAL` subscriptions the least recently subscribing session is dropped. Each session's
+    own targets are indexed, so forgetting it costs its own subscriptions only.
+    """
+
+    MAX_PER_SESSION = 1024
+    MAX_SESSIONS = 4096
+    MAX_TOTAL = 65_536  # about 30 MiB; 4,096 full sessions would hold 2 GiB
 
     def __init__(self) -> None:
         self._targets: dict[Target, dict[Hashable, tuple[str, Notify]]] = {}
+        self._sessions: OrderedDict[Hashable, set[Target]] = OrderedDict()
+        self._total = 0
+        self._evicted = False
 
     def add(self, key: Hashable, target: Target, uri: str, notify: Notify) -> bool:
-        """Record it; True when nobody was subscribed to `target` before."""
+        """Record it; True when nobody was subscribed to `target` before.
+
+        Raises:
+            MCPError: the session already holds `MAX_PER_SESSION` other subscriptions.
+        """
+        own = self._sessions.setdefault(key, set())
+        if target not in own:
+            if len(own) >= self.MAX_PER_SESSION:
+                raise MCPError(types.INVALID_PARAMS, f"toolbridge: a session holds at most {self.MAX_PER_SESSION} "
+                                                     "resource subscriptions; unsubscribe from one first")
+            own.add(target)
+            self._total += 1
+        self._sessions.move_to_end(key)
         sessions = self._targets.setdefault(target, {})
         sessions[key] = (uri, notify)
+        self._evict()
         return len(sessions) == 1
 
     def remove(self, key: Hashable, target: Target) -> bool:
         """Drop it; True when nobody is subscribed to `target` any more."""
-        sessions = self._targets.get(target, {})
-        if sessions.pop(key, None) is None:
+        own = self._sessions.get(key)
+        if own is None or target not in own:
             return False
-        if not sessions:
-            self._targets.pop(target, None)
-            return True
-        return False
+        own.remove(target)
+        self._total -= 1
+        if not own:
+            del self._sessions[key]
+        sessions = self._targets[target]
+        del sessions[key]
+        if sessions:
+            return False
+        del self._targets[target]
+        return True
 
     def forget(self, key: Hashable) -> None:
-        for target in list(self._targets):
+        for target in list(self._sessions.get(key, ())):
             self.remove(key, target)
+
+    def _evict(self) -> None:
+        while len(self._sessions) > self.MAX_SESSIONS or self._total > self.MAX_TOTAL:
+            if not self._evicted:
+                self._evicted = True
+                logger.warning("more than %d sessions or %d resource subscriptions: dropping the least recently "
+                               "subscribing sessions' subscriptions", self.MAX_SESSIONS, self.MAX_TOTAL)
+            self.forget(next(iter(self._sessions)))
 
     async def deliver(self, server: str, uri: str) -> None:
         for key, (as_uri, notify) in list(self._targets.get((server, uri), {}).items()):

@@ -13,6 +13,7 @@ import json
 import logging
 import time
 from collections.abc import Hashable, Iterable, Mapping
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -254,7 +255,8 @@ class Handlers:
                                                      ("prompts", wanted.prompts_list_changed),
                                                      ("resources", wanted.resources_list_changed)) if flag]
         view = self.views.for_profile(self.profile_of(ctx))  # taken before the ack: no change is missed
-        uris = [uri for uri in wanted.resource_subscriptions or () if view.catalog.route_uri(uri) is not None]
+        served = (uri for uri in wanted.resource_subscriptions or () if view.catalog.route_uri(uri) is not None)
+        uris = list(islice(served, self.resources.subscriptions.MAX_PER_SESSION))  # the ack names those honored
         honored = types.SubscriptionFilter(
             tools_list_changed=True if "tools" in kinds else None,
             prompts_list_changed=True if "prompts" in kinds else None,

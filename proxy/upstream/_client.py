@@ -100,11 +100,15 @@ class Signals:
         self.lost = True
         self._wake.set()
 
-    async def wait(self, timeout: float) -> None:
-        """Return when something was marked (or after `timeout`); re-arms for the next wait."""
-        if not (self.changed or self.lost):
-            with anyio.move_on_after(timeout):
+    async def wait(self, timeout: float, *, changes: bool = True) -> None:
+        """Return when something was marked (or after `timeout`); re-arms for the next wait.
+
+        With `changes=False` a pending change is held back and only a lost connection ends the wait early.
+        """
+        with anyio.move_on_after(timeout):
+            while not (self.lost or (changes and self.changed)):
                 await self._wake.wait()
+                self._wake = anyio.Event()
         self._wake = anyio.Event()
 
     async def on_message(self, message: Any) -> None:

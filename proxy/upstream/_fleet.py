@@ -47,6 +47,7 @@ logger = logging.getLogger(__name__)
 KEEPALIVE_INTERVAL = 30.0
 PARK_AFTER_FAILURES = 5
 REPROBE_INTERVAL = 300.0
+REFRESH_INTERVAL = 1.0  # at least this long between two re-listings of one server
 T = TypeVar("T")
 
 
@@ -333,7 +334,7 @@ class Fleet:
     async def _serve(self, up: Member, conn: Connection) -> bool:
         """Re-list on change, ping when quiet, stop when idle (True); raise when the connection is gone."""
         signals = conn.signals
-        pinged = anyio.current_time()
+        pinged = refreshed = anyio.current_time()  # the listing on connect counts as a refresh
         while True:
             now = anyio.current_time()
             limit = up.idle_limit
@@ -345,11 +346,15 @@ class Fleet:
             due = pinged + self._keepalive
             if limit is not None:  # busy: look again a little later
                 due = min(due, up.last_used + limit if up.pending == 0 else now + max(limit, 1.0))
-            await signals.wait(max(0.0, due - now))
+            held = signals.changed and now < refreshed + REFRESH_INTERVAL
+            if held:  # re-listing re-names the whole fleet: a storm of list_changed is merged into one a second
+                due = min(due, refreshed + REFRESH_INTERVAL)
+            await signals.wait(max(0.0, due - now), changes=not held)
             if signals.lost:
                 raise UpstreamUnavailable(up.name, "connection lost (server exited or went away)")
-            if signals.changed:
+            if signals.changed and anyio.current_time() >= refreshed + REFRESH_INTERVAL:
                 await self._publisher.refresh(up, conn)
+                refreshed = anyio.current_time()
             elif anyio.current_time() >= pinged + self._keepalive:
                 await conn.keepalive(self._keepalive_timeout)
                 pinged = anyio.current_time()

@@ -44,7 +44,7 @@ class _Notifying(Server):
 class State:
     """The server's mutable tool table and counters."""
 
-    def __init__(self, extra_tools: int = 0) -> None:
+    def __init__(self, extra_tools: int = 0, *, storm: bool = False) -> None:
         self.tools: dict[str, types.Tool] = {
             t.name: t
             for t in (
@@ -69,6 +69,8 @@ class State:
         for i in range(extra_tools):
             self.tools[f"filler_{i:03d}"] = _tool(f"filler_{i:03d}", f"Filler tool number {i}.")
         self.cancelled = 0
+        self.storm = storm  # change and announce with every listing, as a hostile or buggy server may
+        self.listings = 0
 
 
 def build_server(state: State | None = None) -> Server:
@@ -83,6 +85,10 @@ def build_server(state: State | None = None) -> Server:
         start = int(params.cursor) if params and params.cursor else 0
         names = sorted(state.tools)
         end = start + PAGE_SIZE
+        if state.storm and end >= len(names):  # and a tool changes, so each listing is a real change
+            state.listings += 1
+            state.tools["echo"] = state.tools["echo"].model_copy(update={"description": f"Echo ({state.listings})."})
+            await announce(ctx)
         return types.ListToolsResult(tools=[state.tools[n] for n in names[start:end]],
                                      next_cursor=str(end) if end < len(names) else None)
 
@@ -173,6 +179,7 @@ def main() -> None:
     parser.add_argument("--slow-start", type=float, default=0.0, help="seconds to wait before serving")
     parser.add_argument("--hang", action="store_true", help="never answer anything")
     parser.add_argument("--extra-tools", type=int, default=0)
+    parser.add_argument("--storm", action="store_true", help="change a tool and announce it with every listing")
     parser.add_argument("--spawn-grandchild", action="store_true", help="start a long sleep in our group")
     parser.add_argument("--fail-while", metavar="PATH", help="exit at once while PATH exists")
     options = parser.parse_args()
@@ -188,7 +195,7 @@ def main() -> None:
         return
     if options.slow_start:
         time.sleep(options.slow_start)
-    anyio.run(_serve_stdio, build_server(State(options.extra_tools)))
+    anyio.run(_serve_stdio, build_server(State(options.extra_tools, storm=options.storm)))
 
 
 if __name__ == "__main__":

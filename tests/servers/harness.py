@@ -31,10 +31,10 @@ def tiny_config(name: str, *flags: str, **settings: Any) -> UpstreamConfig:
 
 @asynccontextmanager
 async def running_fleet(
-    upstreams: list[UpstreamConfig], tmp_path: Path, **options: Any
+    upstreams: list[UpstreamConfig], tmp_path: Path, registry: Registry | None = None, **options: Any
 ) -> AsyncIterator[tuple[Fleet, Registry]]:
     """Run a fleet in a task group for the body's duration, then cancel it (as shutdown does)."""
-    registry = Registry()
+    registry = registry if registry is not None else Registry()
     fleet = Fleet({u.name: u for u in upstreams}, registry, config_dir=tmp_path, log_dir=tmp_path / "logs",
                   **options)
     async with anyio.create_task_group() as tg:
