@@ -28,6 +28,7 @@ __all__ = ["QUALIFIED_PREFIX", "CatalogView", "Catalogs", "ServerCatalog", "qual
 logger = logging.getLogger(__name__)
 
 QUALIFIED_PREFIX = "toolbridge://server/"
+MAX_URI_CHARS = 8192  # a longer resource URI is served by nobody (the longest a common HTTP server takes)
 
 
 def qualified_uri(server: str, uri: str) -> str:
@@ -90,8 +91,11 @@ class CatalogView:
     def route_uri(self, uri: str) -> tuple[str, str] | None:
         """(server, upstream URI) for a listed URI, a qualified form, or a template match; else None.
 
-        Templates are tried in server-name order, so overlapping templates have one owner.
+        Templates are tried in server-name order, so overlapping templates have one owner. A URI over
+        `MAX_URI_CHARS` is nobody's: each template would scan it.
         """
+        if len(uri) > MAX_URI_CHARS:
+            return None
         qualified = _unqualify(uri)
         if qualified is not None:
             return qualified if qualified[0] in self.servers else None

@@ -13,6 +13,7 @@ from inprocess import gateway
 from mcp import Client, MCPError, types
 from mcp.server.lowlevel import Server
 
+from proxy.catalogs import MAX_URI_CHARS
 from proxy.downstream._resources import Subscriptions
 
 pytestmark = pytest.mark.anyio
@@ -91,6 +92,19 @@ async def test_a_session_past_its_subscription_cap_gets_a_clear_error_and_keeps_
         await inbox.receive(f"item://{PER_SESSION}")
     assert refused.value.error.code == types.INVALID_PARAMS
     assert f"at most {PER_SESSION} resource subscriptions" in refused.value.error.message
+
+
+async def test_a_listen_stream_looks_at_as_many_uris_as_a_session_may_hold_and_none_too_long() -> None:
+    too_long = "item://" + "9" * MAX_URI_CHARS
+    wanted = [too_long, "item://1", *(f"nobody://{i}" for i in range(PER_SESSION)), "item://2"]
+    async with gateway([], servers={"w": Watched().server()}) as harness, \
+            Client(harness.server, mode="auto") as client, client.listen(resource_subscriptions=wanted) as stream:
+        honored = stream.honored.resource_subscriptions
+        with pytest.raises(MCPError) as refused:
+            await client.read_resource(too_long)
+        assert (await client.read_resource("item://1")).contents
+    assert honored == ["item://1"]  # "item://2" comes after the first PER_SESSION asked for
+    assert "no server in this session serves" in refused.value.error.message
 
 
 async def test_a_listen_stream_is_honored_for_as_many_uris_as_a_session_may_hold() -> None:

@@ -255,8 +255,9 @@ class Handlers:
                                                      ("prompts", wanted.prompts_list_changed),
                                                      ("resources", wanted.resources_list_changed)) if flag]
         view = self.views.for_profile(self.profile_of(ctx))  # taken before the ack: no change is missed
-        served = (uri for uri in wanted.resource_subscriptions or () if view.catalog.route_uri(uri) is not None)
-        uris = list(islice(served, self.resources.subscriptions.MAX_PER_SESSION))  # the ack names those honored
+        # Of the first MAX_PER_SESSION URIs asked for, those a server serves: the ack names them.
+        asked = islice(wanted.resource_subscriptions or (), self.resources.subscriptions.MAX_PER_SESSION)
+        uris = [uri for uri in asked if view.catalog.route_uri(uri) is not None]
         honored = types.SubscriptionFilter(
             tools_list_changed=True if "tools" in kinds else None,
             prompts_list_changed=True if "prompts" in kinds else None,
