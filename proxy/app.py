@@ -258,6 +258,7 @@ async def _serve(
                     status=gateway.status,
                     metrics=metrics.exposition,
                     replica=ReplicaMarker(http.replica_id) if http.replica_id else None,
+                    forget=handlers.forget,
                 )
                 shutdown.drain = anyio.Event()
                 logger.info("serving Streamable HTTP on http://%s:%s/mcp", http.host, http.port)

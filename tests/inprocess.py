@@ -96,6 +96,7 @@ class Harness:
     notifier: ChangeNotifier
     server: Server[Any]
     upstreams: dict[str, Upstream]
+    handlers: Handlers
 
     async def refresh(self, name: str) -> None:
         """Re-register an upstream's current tools, as the fleet does on list_changed."""
@@ -142,7 +143,7 @@ async def gateway(
         async with anyio.create_task_group() as tg:
             await tg.start(notifier.run)
             await tg.start(handlers.run)
-            yield Harness(registry, views, notifier, build_server(handlers), {u.name: u for u in upstreams})
+            yield Harness(registry, views, notifier, build_server(handlers), {u.name: u for u in upstreams}, handlers)
             tg.cancel_scope.cancel()
 
 

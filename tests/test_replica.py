@@ -8,7 +8,7 @@ import anyio
 import httpx2
 import pytest
 from conftest import serve_app
-from inprocess import Upstream, tool
+from inprocess import Upstream, gateway, tool
 from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 
@@ -90,3 +90,21 @@ async def test_the_drain_ends_a_sessions_notification_stream_and_refuses_new_one
             assert late.status_code == 503
             call = await http.post(f"{base}/mcp", json=LIST, headers={**HEADERS, "mcp-session-id": session})
             assert call.status_code == 200
+
+
+@pytest.mark.parametrize("replica", [None, "r1"])
+async def test_a_session_its_client_ends_leaves_nothing_behind(replica: str | None) -> None:
+    async with gateway([Upstream("echo", [tool("ping")])]) as harness:
+        served = HttpApp(harness.server, security=transport_security("127.0.0.1"), auth_token=None,
+                         has_profile=lambda _: False, health=lambda: {"status": "ok"},
+                         replica=ReplicaMarker(replica) if replica else None, forget=harness.handlers.forget)
+        async with serve_app(served) as base, httpx2.AsyncClient() as http:
+            session = await open_session(http, base)
+            headers = {**HEADERS, "mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+            for message in ({"jsonrpc": "2.0", "method": "notifications/initialized"}, LIST,
+                            {"jsonrpc": "2.0", "id": 3, "method": "logging/setLevel", "params": {"level": "info"}}):
+                assert (await http.post(f"{base}/mcp", json=message, headers=headers)).status_code in (200, 202)
+            key = session.rpartition(".")[2]  # as the handlers know it: without the replica's mark
+            assert harness.notifier.sessions == 1 and harness.handlers.logs.level(key) == "info"
+            assert (await http.delete(f"{base}/mcp", headers=headers)).status_code < 300
+            assert harness.notifier.sessions == 0 and harness.handlers.logs.level(key) is None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from contextlib import nullcontext
 from typing import Any
 
@@ -79,6 +79,7 @@ class HttpApp:
         status: Callable[[], dict[str, Any]] | None = None,
         metrics: Callable[[], bytes] | None = None,
         replica: ReplicaMarker | None = None,
+        forget: Callable[[Hashable], None] | None = None,
     ) -> None:
         self.guard = TransportSecurityMiddleware(security)
         self.auth_token = auth_token
@@ -89,6 +90,7 @@ class HttpApp:
         self.status = status
         self.metrics = metrics
         self.replica = replica
+        self.forget = forget
         self.drain = StreamDrain()
         # No settings: `guard` has checked Host and Origin before any path is routed, and the transport
         # would check them again (it still checks a POST's Content-Type).
@@ -142,9 +144,28 @@ class HttpApp:
 
     async def _mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.replica is None:
-            await self.sessions.handle_request(scope, receive, send)
+            await self._session_request(scope, receive, send)
         else:
-            await self.replica.serve(self.sessions.handle_request, scope, receive, send)
+            await self.replica.serve(self._session_request, scope, receive, send)
+
+    async def _session_request(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The SDK's session manager answers; a session its client ended (DELETE) is forgotten, so what the
+        handlers keep for it (change notifications, log level, promotions, subscriptions) goes with it."""
+        if scope["method"] != "DELETE" or self.forget is None:
+            await self.sessions.handle_request(scope, receive, send)
+            return
+        status = 0
+
+        async def watched(message: Any) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        await self.sessions.handle_request(scope, receive, watched)
+        session = Headers(scope=scope).get("mcp-session-id")
+        if session and 200 <= status < 300:
+            self.forget(session)
 
     async def _healthz(self, scope: Scope, receive: Receive, send: Send) -> None:
         health = self.health()
