@@ -122,12 +122,9 @@ class SessionView:
     surface: Surface
     fingerprint: str
     catalog: CatalogView  # resources, templates and prompts of the servers in scope (and up)
+    servers: tuple[str, ...]  # every server in scope and up, whether it has a catalog or only tools
     promote: int = 0  # how many used deferred tools a session of this profile may have listed directly
     rankings: RecentRankings = field(default_factory=RecentRankings, compare=False, repr=False)
-
-    @property
-    def servers(self) -> tuple[str, ...]:
-        return self.catalog.servers
 
     @property
     def scope(self) -> frozenset[str]:
@@ -294,7 +291,7 @@ class Views:
         )
         return SessionView(
             profile_name, context, allowed, core, deferred, surface, _fingerprint(surface.tools),
-            self.catalogs.view(servers), profile.promote if surface.tier == "bridge" else 0,
+            self.catalogs.view(servers), tuple(sorted(servers)), profile.promote if surface.tier == "bridge" else 0,
         )
 
     def _hints(self, profile: ProfileConfig) -> ClientHints:

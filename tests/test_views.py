@@ -164,3 +164,9 @@ def test_describe_suggests_for_its_first_unknown_names_only() -> None:
     assert "c__four" in bridge.describe(cat, view, {"names": ["c__fuor"]})["hint"]
     unknown = [f"x{i}" for i in range(bridge.SUGGESTED_NAMES)] + ["c__fuor"]
     assert "Did you mean" not in bridge.describe(cat, view, {"names": unknown})["hint"]
+
+
+def test_a_views_servers_are_every_server_in_scope_and_up_tool_only_ones_too() -> None:
+    cat, _ = catalog(down=frozenset({"c"}))
+    assert cat.for_profile("default").servers == ("a", "b")  # none has resources or prompts
+    assert cat.for_profile("cursor").servers == ("a",)  # `b` is disabled there

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, TypeVar
 
+import anyio
 from mcp import MCPError, types
 from mcp.server.context import ServerRequestContext
 from mcp.shared.message import ServerMessageMetadata
@@ -23,7 +24,10 @@ LOG_LEVELS: tuple[types.LoggingLevel, ...] = (
 )
 RequestContext = ServerRequestContext[Any, Any]
 LevelOf = Callable[[], types.LoggingLevel | None]
+Report = Callable[[float, float | None, str | None], Awaitable[None]]
 R = TypeVar("R")
+ANSWER_TIMEOUT = 300.0  # how long an upstream's request waits for the downstream client's answer
+MAX_WAITING = 16  # an upstream's requests waiting on one downstream call's client at once; more get an error
 
 
 def admits(threshold: types.LoggingLevel | None, level: types.LoggingLevel) -> bool:
@@ -78,19 +82,61 @@ async def _ask(send: Callable[[], Awaitable[R]]) -> R | types.ErrorData:
 
 
 class Relaying:
-    """The upstream's requests a back channel relays, each as one `_relay` of the matching request."""
+    """The upstream's requests a back channel relays, each as one `_relay` of the matching request; at most
+    `MAX_WAITING` at a time, so an upstream sending them in bulk gets errors instead of piling them up."""
+
+    _waiting = 0
 
     async def _relay(self, request: types.InputRequest) -> Any:
         raise NotImplementedError
 
+    async def _bounded(self, request: types.InputRequest) -> Any:
+        if self._waiting >= MAX_WAITING:
+            return types.ErrorData(code=types.INVALID_REQUEST, message=f"toolbridge: {MAX_WAITING} requests are "
+                                   "already waiting on the downstream client for this call")
+        self._waiting += 1
+        try:
+            return await self._relay(request)
+        finally:
+            self._waiting -= 1
+
     async def sample(self, params: types.CreateMessageRequestParams) -> Any:
-        return await self._relay(types.CreateMessageRequest(params=params))
+        return await self._bounded(types.CreateMessageRequest(params=params))
 
     async def elicit(self, params: types.ElicitRequestParams) -> Any:
-        return await self._relay(types.ElicitRequest(params=params))
+        return await self._bounded(types.ElicitRequest(params=params))
 
     async def list_roots(self) -> Any:
-        return await self._relay(types.ListRootsRequest())
+        return await self._bounded(types.ListRootsRequest())
+
+
+def unanswered() -> types.ErrorData:
+    return types.ErrorData(code=types.REQUEST_TIMEOUT,
+                           message=f"toolbridge: the downstream client did not answer within {ANSWER_TIMEOUT:g} s")
+
+
+class LatestProgress:
+    """Progress to one downstream caller: one report in flight; values arriving meanwhile replace each other
+    and the latest follows it. An upstream flooding progress to a slow client then costs one value, not a
+    blocked send per notification (20,000 of those held ~200 MB)."""
+
+    def __init__(self, report: Report) -> None:
+        self._report = report
+        self._sending = False
+        self._latest: tuple[float, float | None, str | None] | None = None
+
+    async def __call__(self, value: float, total: float | None, message: str | None) -> None:
+        if self._sending:
+            self._latest = (value, total, message)
+            return
+        self._sending = True
+        try:
+            report: tuple[float, float | None, str | None] | None = (value, total, message)
+            while report is not None:
+                await self._report(*report)
+                report, self._latest = self._latest, None
+        finally:
+            self._sending = False
 
 
 class SessionChannel(Relaying):
@@ -100,16 +146,16 @@ class SessionChannel(Relaying):
         self.ctx = ctx
         self.session = session
         self._level = level
+        self.progress = LatestProgress(ctx.session.report_progress)
 
     async def _relay(self, request: types.InputRequest) -> Any:
         refused = refusal(self.ctx, request)
         if refused is not None:
             return refused
         metadata = ServerMessageMetadata(related_request_id=self.ctx.request_id)
-        return await _ask(lambda: self.ctx.session.send_request(request, answer_type(request), metadata=metadata))
-
-    async def progress(self, value: float, total: float | None, message: str | None) -> None:
-        await self.ctx.session.report_progress(value, total, message)
+        with anyio.move_on_after(ANSWER_TIMEOUT):
+            return await _ask(lambda: self.ctx.session.send_request(request, answer_type(request), metadata=metadata))
+        return unanswered()
 
     async def log(self, server: str, params: types.LoggingMessageNotificationParams) -> None:
         if admits(self._level(), params.level):

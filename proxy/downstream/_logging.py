@@ -26,6 +26,9 @@ logger = logging.getLogger(__name__)
 
 _MAX_SESSIONS = 4096
 _SEND_TIMEOUT = 5.0
+# Messages no call claimed, on their way at once: past it an upstream's are dropped (and counted), so a flood
+# towards slow sessions costs a bounded queue, not a blocked delivery per message.
+MAX_DELIVERING = 64
 
 
 @dataclass
@@ -42,6 +45,8 @@ class SessionLogs:
         self.views = views
         self.upstreams = upstreams
         self._sessions: OrderedDict[Hashable, _Listener] = OrderedDict()
+        self._delivering = 0
+        self.dropped = 0
 
     def level(self, key: Hashable | None) -> types.LoggingLevel | None:
         listener = self._sessions.get(key) if key is not None else None
@@ -67,6 +72,18 @@ class SessionLogs:
         return types.EmptyResult()
 
     async def deliver(self, server: str, params: types.LoggingMessageNotificationParams) -> None:
+        if self._delivering >= MAX_DELIVERING:
+            if not self.dropped:
+                logger.warning("upstream log messages arrive faster than sessions read them; dropping some")
+            self.dropped += 1
+            return
+        self._delivering += 1
+        try:
+            await self._deliver(server, params)
+        finally:
+            self._delivering -= 1
+
+    async def _deliver(self, server: str, params: types.LoggingMessageNotificationParams) -> None:
         notification = log_notification(server, params)
         for key, listener in list(self._sessions.items()):
             in_scope = server in self.views.for_profile(listener.profile).servers

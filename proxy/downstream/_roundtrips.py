@@ -22,9 +22,17 @@ import anyio.abc
 from mcp import MCPError, types
 from mcp.server.connection import allowed_log_levels
 
-from proxy.downstream._channels import Relaying, RequestContext, answer_type, log_notification, refusal
+from proxy.downstream._channels import (
+    ANSWER_TIMEOUT,
+    LatestProgress,
+    Relaying,
+    RequestContext,
+    answer_type,
+    log_notification,
+    refusal,
+    unanswered,
+)
 
-ANSWER_TIMEOUT = 300.0  # how long an input request waits for the client to call again
 _COLLECT_TIMEOUT = 60.0  # how long a finished call waits for the round that collects it
 
 
@@ -71,6 +79,7 @@ class RoundTripChannel(Relaying):
     def __init__(self, pending: _Pending) -> None:
         self._pending = pending
         self._keys = itertools.count(1)
+        self.progress = LatestProgress(self._report)
 
     @property
     def session(self) -> Hashable:
@@ -87,11 +96,10 @@ class RoundTripChannel(Relaying):
         with anyio.move_on_after(ANSWER_TIMEOUT):
             await waiter.answered.wait()
             return waiter.answer
-        return types.ErrorData(code=types.REQUEST_TIMEOUT,
-                               message=f"toolbridge: the downstream client did not answer within {ANSWER_TIMEOUT:g} s")
+        return unanswered()
 
-    async def progress(self, value: float, total: float | None, message: str | None) -> None:
-        await self._pending.ctx.session.report_progress(value, total, message)
+    async def _report(self, value: float, total: float | None, message: str | None) -> None:
+        await self._pending.ctx.session.report_progress(value, total, message)  # on the round running now
 
     async def log(self, server: str, params: types.LoggingMessageNotificationParams) -> None:
         ctx = self._pending.ctx

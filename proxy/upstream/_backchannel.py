@@ -12,6 +12,7 @@ a hang). Log messages that name no caller go to the fleet's notice sink instead.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
@@ -24,9 +25,14 @@ from mcp.client.context import ClientRequestContext
 
 __all__ = ["BackChannel", "InFlight", "NoticeSink", "client_callbacks"]
 
+logger = logging.getLogger(__name__)
+
 NoticeSink = Callable[[str, types.ServerNotification], Awaitable[None]]
 SamplingAnswer = types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData
 _LOG_DRAIN_TIMEOUT = 5.0
+# Log messages on their way to one caller at once: past it an upstream's messages are dropped (and counted),
+# so a flood towards a slow client costs a bounded queue, not a blocked send per message (20,000 held ~300 MB).
+MAX_PENDING_LOGS = 64
 
 
 class BackChannel(Protocol):
@@ -51,6 +57,7 @@ _current: ContextVar[BackChannel | None] = ContextVar("toolbridge_back_channel",
 class _Call:
     channel: BackChannel
     logs_pending: int = 0
+    logs_dropped: int = 0
     drained: anyio.Event = field(default_factory=anyio.Event)
 
 
@@ -78,6 +85,9 @@ class InFlight:
         finally:
             _current.reset(token)
             self._calls.remove(entry)
+            if entry.logs_dropped:
+                logger.warning("dropped %d log messages of one call: its caller read them too slowly",
+                               entry.logs_dropped)
             if entry.logs_pending:
                 with anyio.move_on_after(_LOG_DRAIN_TIMEOUT, shield=True):
                     await entry.drained.wait()
@@ -99,6 +109,9 @@ class InFlight:
         call = self._caller()
         if call is None:
             await unrelated(server, types.LoggingMessageNotification(params=params))
+            return
+        if call.logs_pending >= MAX_PENDING_LOGS:
+            call.logs_dropped += 1
             return
         if not call.logs_pending:
             call.drained = anyio.Event()
