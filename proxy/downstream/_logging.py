@@ -28,7 +28,7 @@ _MAX_SESSIONS = 4096
 _SEND_TIMEOUT = 5.0
 # Messages no call claimed, on their way at once: past it an upstream's are dropped (and counted), so a flood
 # towards slow sessions costs a bounded queue, not a blocked delivery per message.
-MAX_DELIVERING = 64
+MAX_DELIVERING = 256
 
 
 @dataclass

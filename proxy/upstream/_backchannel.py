@@ -32,7 +32,7 @@ SamplingAnswer = types.CreateMessageResult | types.CreateMessageResultWithTools 
 _LOG_DRAIN_TIMEOUT = 5.0
 # Log messages on their way to one caller at once: past it an upstream's messages are dropped (and counted),
 # so a flood towards a slow client costs a bounded queue, not a blocked send per message (20,000 held ~300 MB).
-MAX_PENDING_LOGS = 64
+MAX_PENDING_LOGS = 256
 
 
 class BackChannel(Protocol):
