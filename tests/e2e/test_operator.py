@@ -101,6 +101,7 @@ async def test_metrics_and_status_follow_traffic_and_upstream_state(tmp_path: Pa
             assert (await client.call_tool("x" * 100_000, {})).is_error  # a name no tool has is no label
             pid = int(text(await tool_call(client, "ctl__pid", {})))
             await tool_call(client, "tiny__echo", {"text": "4th tool: past top_tools"})
+            during = samples((await http.get(f"{base}/metrics", headers=auth)).text)
 
         after = samples((await http.get(f"{base}/metrics", headers=auth)).text)
         assert value(after, "toolbridge_tool_calls_total", server="ctl", tool="ctl__echo", outcome="ok") == 2
@@ -114,7 +115,8 @@ async def test_metrics_and_status_follow_traffic_and_upstream_state(tmp_path: Pa
         assert value(after, "toolbridge_tool_call_seconds_count", server="ctl", tool="ctl__echo") == 2
         assert value(after, "toolbridge_registry_tools") > 10
         assert value(after, "toolbridge_listing_tokens", profile="default") > 0
-        assert value(after, "toolbridge_active_sessions") >= 1
+        assert value(during, "toolbridge_active_sessions") == 1
+        assert value(after, "toolbridge_active_sessions") == 0  # the client ended its session (DELETE)
 
         os.kill(pid, signal.SIGKILL)  # /status and /metrics show it going down and coming back
 
