@@ -96,3 +96,14 @@ def test_hybrid_meets_target_and_beats_lexical(dataset: str, embeddings: Path) -
 def test_hybrid_cross_validated_dev_recall_meets_target(embeddings: Path) -> None:
     """Score fusion with its lexical share fitted on the other folds (issue 16: CV dev R@5 >= 0.94)."""
     assert hybrid_cross_validated(_root(), embeddings)["real-fleet/dev"].recall5 >= 0.94
+
+
+@needs_model
+def test_hybrid_livemcpbench_recall_meets_the_issue_target(embeddings: Path) -> None:
+    """Issue 16: hybrid LiveMCPBench R@5 >= 0.45 (0.452 measured), for the model in its integer-product form.
+    Where the load-time probe check keeps the file as shipped (a CPU whose integer kernels disagree), the
+    guard above (0.44) is what holds."""
+    if semantic.load_model().form != "integer products":
+        pytest.skip("the model runs as shipped on this CPU")
+    catalog, queries = DATASETS["livemcpbench"]
+    assert run_hybrid(_root(), catalog, queries, embeddings)["hybrid"].recall5 >= 0.45
