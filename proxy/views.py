@@ -32,7 +32,7 @@ from mcp import types
 from proxy.catalogs import Catalogs, CatalogView
 from proxy.config import ProfileConfig, ToolsetsConfig
 from proxy.listing import estimate_tokens
-from proxy.names import server_toolset
+from proxy.names import SEPARATOR, server_toolset
 from proxy.registry import Registry, ToolEntry
 from proxy.surface import ClientHints, Surface, build_surface
 from proxy.toolsets import Toolsets, session_scope, session_servers, split_core
@@ -75,17 +75,23 @@ SUGGEST_MAX_CHARS = 128  # a longer unknown name gets no did-you-mean: no tool n
 SUGGEST_POOL = 4096  # names one suggestion compares at most
 
 
+def _split(name: str) -> tuple[str, str]:
+    """(server, tool part) of a qualified name, split where the server part ends; ("", name) for a bare one."""
+    server, separator, tool = name.partition(SEPARATOR)
+    return (server, tool) if separator else ("", name)
+
+
 class Spellings:
     """A view's names grouped for did-you-mean, so a suggestion compares a bounded pool: the tools of the
     named server (or of the servers spelled closest to it), or the tool names with the same first letter.
     At 50,000 tools, difflib over every name took 0.3-0.8 s per unknown name."""
 
     def __init__(self, scope: Iterable[str]) -> None:
-        self._by_tail: dict[str, list[str]] = defaultdict(list)  # tool part (after the last `__`) -> names
+        self._by_tail: dict[str, list[str]] = defaultdict(list)  # tool part (after the server's) -> names
         self._by_server: dict[str, dict[str, str]] = defaultdict(dict)  # server -> tool part -> name
         self._tails: dict[str, list[str]] = defaultdict(list)  # first letter -> tool parts
         for name in sorted(scope):
-            server, _, tail = name.rpartition("__")
+            server, tail = _split(name)
             if tail not in self._by_tail:
                 self._tails[tail[:1]].append(tail)
             self._by_tail[tail].append(name)
@@ -99,7 +105,7 @@ class Spellings:
             return []
         if name in self._by_tail:
             return [n for n in self._by_tail[name] if n != name][:limit]
-        server, _, tool = name.rpartition("__")
+        server, tool = _split(name)
         if server:
             servers = [server] if server in self._by_server else difflib.get_close_matches(
                 server, list(self._by_server), n=3, cutoff=0.6)
@@ -123,6 +129,7 @@ class SessionView:
     fingerprint: str
     catalog: CatalogView  # resources, templates and prompts of the servers in scope (and up)
     servers: tuple[str, ...]  # every server in scope and up, whether it has a catalog or only tools
+    deferred_by_server: tuple[tuple[str, int], ...]  # (server, deferred tools), in server order
     promote: int = 0  # how many used deferred tools a session of this profile may have listed directly
     rankings: RecentRankings = field(default_factory=RecentRankings, compare=False, repr=False)
 
@@ -291,7 +298,9 @@ class Views:
         )
         return SessionView(
             profile_name, context, allowed, core, deferred, surface, _fingerprint(surface.tools),
-            self.catalogs.view(servers), tuple(sorted(servers)), profile.promote if surface.tier == "bridge" else 0,
+            self.catalogs.view(servers), tuple(sorted(servers)),
+            tuple(sorted((server, len(entries)) for server, entries in by_server.items())),
+            profile.promote if surface.tier == "bridge" else 0,
         )
 
     def _hints(self, profile: ProfileConfig) -> ClientHints:

@@ -170,3 +170,9 @@ def test_a_views_servers_are_every_server_in_scope_and_up_tool_only_ones_too() -
     cat, _ = catalog(down=frozenset({"c"}))
     assert cat.for_profile("default").servers == ("a", "b")  # none has resources or prompts
     assert cat.for_profile("cursor").servers == ("a",)  # `b` is disabled there
+
+
+def test_did_you_mean_splits_a_name_where_its_server_part_ends() -> None:
+    spellings = Spellings(["srv__foo__bar"])  # a tool whose own name has the separator
+    assert spellings.suggest("foo__bar", 5) == ["srv__foo__bar"]
+    assert spellings.suggest("srv__foo__baz", 5) == ["srv__foo__bar"]

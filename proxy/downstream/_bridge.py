@@ -7,7 +7,6 @@ outside its scope. The answers are JSON text, built to be read by a model.
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -130,8 +129,7 @@ def search(views: Views, view: SessionView, arguments: Mapping[str, Any]) -> dic
         matches = rank(views, view, query, limit)
         group: dict[str, Any] = {"query": query, "matches": matches}
         if not matches:
-            counts = Counter(tools[name].server for name in view.deferred)
-            group["available_sources"] = [{"server": s, "tools": n} for s, n in sorted(counts.items())]
+            group["available_sources"] = [{"server": s, "tools": n} for s, n in view.deferred_by_server]
             group["hint"] = _NO_MATCH_HINT
         results.append(group)
         for name in matches:
