@@ -89,7 +89,7 @@ async def test_a_scope_found_ready_is_not_ready_once_one_of_its_tools_changes(tm
     cat = catalog(tmp_path)
     await embed_pending(cat.semantic)
     scope = cat.for_profile("default").deferred
-    assert cat.semantic.ready(scope) and cat.semantic.ready(scope)  # the second answer is the remembered one
+    assert cat.semantic.ready(scope)
     cat.registry.set_server_tools("fs", [tool("read_file", "Read a whole file"), tool("write_file", "Write a file")])
     assert not cat.semantic.ready(scope)
     await embed_pending(cat.semantic)

@@ -107,10 +107,13 @@ async def prepare_search(views: Views, view: SessionView, arguments: Mapping[str
     """Compute the queries' semantic vectors in a worker thread, so `search` never blocks the loop; none
     while the session's search is still lexical, nor for a query whose ranking the view keeps."""
     semantic = views.semantic
-    if semantic is None or not semantic.ready(view.deferred):
+    if semantic is None:
         return
     state, limit = views.search_state(), _search_limit(views, arguments)
-    missing = semantic.missing_queries([q for q in _queries(arguments) if view.rankings.get(state, q, limit) is None])
+    fresh = [q for q in _queries(arguments) if view.rankings.get(state, q, limit) is None]
+    if not fresh or not semantic.ready(view.deferred):
+        return
+    missing = semantic.missing_queries(fresh)
     if missing:
         semantic.remember_queries(missing, await anyio.to_thread.run_sync(semantic.encode_queries, missing))
 

@@ -298,7 +298,6 @@ class SemanticIndex:
         self._queries: dict[str, Any] = {}  # query -> one row per aspect
         self._rows: _Rows | None = None
         self._masks: dict[int, tuple[Collection[str], Any]] = {}
-        self._ready: dict[int, frozenset[str]] = {}  # session scopes found ready, until the vectors change
         self.version = 0  # changes whenever a vector comes or goes, so rankings can be kept until then
 
     def set_server(self, server: str, docs: Sequence[SearchDoc]) -> None:
@@ -314,7 +313,6 @@ class SemanticIndex:
         self.version += 1
         self._rows = None
         self._masks.clear()
-        self._ready.clear()
 
     def embed(self, docs: Sequence[SearchDoc], checkpoint: Callable[[], None] = _no_checkpoint) -> Any:
         """Vectors for `docs`, loading the model on first use. Blocking: call it from a worker thread."""
@@ -334,17 +332,8 @@ class SemanticIndex:
             self._changed()
 
     def ready(self, scope: Collection[str]) -> bool:
-        """True when every tool in `scope` has its vector, so fused scores compare like with like. A session
-        view's scope (a frozenset) found ready is remembered: at 10k tools the check costs ~0.07 ms."""
-        if self._ready.get(id(scope)) is scope:
-            return True
-        if self._cache is None or not self._embedded.issuperset(scope):
-            return False
-        if isinstance(scope, frozenset):
-            if len(self._ready) >= SCOPE_MASKS:
-                del self._ready[next(iter(self._ready))]
-            self._ready[id(scope)] = scope
-        return True
+        """True when every tool in `scope` has its vector, so fused scores compare like with like."""
+        return self._cache is not None and self._embedded.issuperset(scope)
 
     def missing_queries(self, queries: Sequence[str]) -> list[str]:
         """Queries whose vectors `rank` would have to compute (none before the model is loaded)."""
