@@ -41,22 +41,20 @@ def rank(index: SearchIndex, docs: list[SearchDoc], vectors: np.ndarray, aspect_
     return (exact + [n for n in fuse(lexical, similarity, 10 + len(exact)) if n not in exact])[:10]
 
 
+def _cpu_ms(model: semantic.MiniLM, text: str) -> float:
+    started = time.process_time()
+    model.embed([text])
+    return (time.process_time() - started) * 1000
+
+
 def costs(model: semantic.MiniLM, texts: list[str], aspects: list[str]) -> tuple[np.ndarray, np.ndarray, str]:
     """Tool and aspect vectors, and what computing them cost (CPU, one thread)."""
     started = time.process_time()
     text_vectors = model.embed(texts)
     texts_s = time.process_time() - started
-    per_aspect = []
-    for aspect in aspects[:60]:
-        started = time.process_time()
-        model.embed([aspect])
-        per_aspect.append((time.process_time() - started) * 1000)
+    per_aspect = [_cpu_ms(model, aspect) for aspect in aspects[:60]]
     short = "create a github issue"  # the 10-token query the README quotes
-    per_short = []
-    for _ in range(60):
-        started = time.process_time()
-        model.embed([short])
-        per_short.append((time.process_time() - started) * 1000)
+    per_short = [_cpu_ms(model, short) for _ in range(60)]
     return text_vectors, model.embed(aspects), (
         f"{len(texts)} tool texts {texts_s:.2f} s CPU; per query aspect p50 {statistics.median(per_aspect):.2f} ms "
         f"(first 60); '{short}' p50 {statistics.median(per_short):.2f} ms")

@@ -160,7 +160,7 @@ def render_listing(catalog: DeferredByServer, budget: int) -> Listing:
     )
     for form, blocks in forms:
         text = _join(blocks)
-        if (estimate := estimate_tokens(text)) <= budget and (tokens := max(estimate, _pieces(text))) <= budget:
+        if estimate_tokens(text) <= budget and (tokens := listing_tokens(text)) <= budget:
             return Listing(text=text, form=form, tokens=tokens)
     return _collapse(servers, budget)
 

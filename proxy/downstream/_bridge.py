@@ -21,6 +21,7 @@ from proxy.views import SessionView, Views
 
 DESCRIPTION_LIMIT = 500
 SUGGESTED_NAMES = 3  # unknown names in one `tool_describe` that get did-you-mean suggestions
+SUGGESTIONS = 5  # did-you-mean candidates per unknown name
 # Room for a pasted fragment (LiveMCPBench's longest question, with a base64 image, has 18,686 characters);
 # longer is a clear error, as more than MAX_QUERIES queries is.
 MAX_QUERY_CHARS = 20_000
@@ -179,9 +180,9 @@ def describe(views: Views, view: SessionView, arguments: Mapping[str, Any]) -> d
     return answer
 
 
-def suggest(view: SessionView, name: str, limit: int = 5) -> list[str]:
+def suggest(view: SessionView, name: str) -> list[str]:
     """Did-you-mean candidates from the session's scope (`SessionView.spellings`)."""
-    return view.spellings.suggest(name, limit)
+    return view.spellings.suggest(name, SUGGESTIONS)
 
 
 @dataclass(frozen=True)
