@@ -80,7 +80,6 @@ async def _wire(stdin: BinaryIO, stdout: BinaryIO) -> AsyncIterator[
         return
     fds = (stdin.fileno(), stdout.fileno())
     blocking = [os.get_blocking(fd) for fd in fds]
-    os.set_blocking(stdout.fileno(), False)
     try:
         async with open_pipes(stdin, stdout.fileno()) as pipes:
             yield pipes.read_line, pipes.write

@@ -145,7 +145,6 @@ async def stdio_transport(
     finally:
         os.close(child_stdin)
         os.close(child_stdout)
-    os.set_blocking(stdin, False)
 
     async def stop() -> None:
         await _stop(process, stdin)

@@ -146,10 +146,11 @@ class Pipes:
                 written = 0
             if written == len(data):
                 return
-            data = data[written:]
+        else:
+            written = 0
         done = anyio.Event()
         self._queued += 1
-        self._backlog.append((memoryview(data), done))
+        self._backlog.append((memoryview(data)[written:], done))  # the rest, not a copy of it
         self._wake.set()
         await done.wait()
         if self._error is not None:
@@ -181,12 +182,13 @@ async def open_pipes(
     read: BinaryIO, write_fd: int, *, max_line: int | None = None,
     before_close: Callable[[], Awaitable[None]] | None = None,
 ) -> AsyncIterator[Pipes]:
-    """`Pipes` reading the pipe `read` and writing the non-blocking descriptor `write_fd`.
+    """`Pipes` reading the pipe `read` and writing the descriptor `write_fd` (made non-blocking here).
 
     On the way out, once nothing waits on `write_fd` any more, `before_close` runs (shielded; e.g.
     close it and stop the child), then the loop's transport closes `read` (the file object: one
     opened with `closefd=False` keeps its descriptor).
     """
+    os.set_blocking(write_fd, False)
     inbox = _Inbox()
     transport: asyncio.BaseTransport | None = None
     try:
