@@ -227,7 +227,9 @@ class Registry:
     def set_servers_tools(self, catalogs: Mapping[str, tuple[Iterable[types.Tool], bool]]) -> None:
         """`set_server_tools(server, tools, prefix=prefix)` for each `server: (tools, prefix)`, with one
         naming pass for all of them: registering a fleet at start (from its cached catalogs) then costs
-        time in proportion to its tools, not to its servers times its tools."""
+        time in proportion to its tools, not to its servers times its tools. Nothing to register: no pass."""
+        if not catalogs:
+            return
         kept = {server: self._set_source(server, tools, prefix) for server, (tools, prefix) in catalogs.items()}
         self._forget_definitions()
         assigned = self._assign()

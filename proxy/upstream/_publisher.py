@@ -83,8 +83,6 @@ class Publisher:
             return []
         found = [(up, tools) for up in ups if up.state is not UpstreamState.DISABLED
                  and (tools := self.cache.load(up.config)) is not None]
-        if not found:
-            return []  # registering nothing would still be a naming pass over the whole registry
         self.registry.set_servers_tools({up.name: (tools, up.config.prefix) for up, tools in found})
         for up, tools in found:
             up.tool_count, up.listed, up.stored, up.settled = len(tools), True, True, True
