@@ -12,6 +12,7 @@ from inprocess import tool
 from mcp import types
 
 from proxy.config import ToolsetsConfig
+from proxy.downstream import _channels
 from proxy.downstream._channels import MAX_WAITING, LatestProgress, Relaying
 from proxy.downstream._logging import MAX_DELIVERING, SessionLogs
 from proxy.registry import Registry
@@ -121,3 +122,10 @@ async def test_requests_waiting_on_one_client_are_bounded() -> None:
         tg.cancel_scope.cancel()
     assert isinstance(refused, types.ErrorData) and f"{MAX_WAITING} requests are already waiting" in refused.message
     assert channel.asked == MAX_WAITING
+
+
+async def test_a_request_the_client_never_answers_gets_a_timeout_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_channels, "ANSWER_TIMEOUT", 0.05)
+    with anyio.fail_after(5):
+        answer = await Unanswered().list_roots()
+    assert isinstance(answer, types.ErrorData) and answer.code == types.REQUEST_TIMEOUT

@@ -83,7 +83,8 @@ async def _ask(send: Callable[[], Awaitable[R]]) -> R | types.ErrorData:
 
 class Relaying:
     """The upstream's requests a back channel relays, each as one `_relay` of the matching request; at most
-    `MAX_WAITING` at a time, so an upstream sending them in bulk gets errors instead of piling them up."""
+    `MAX_WAITING` at a time, so an upstream sending them in bulk gets errors instead of piling them up, and
+    each answered with a timeout error after `ANSWER_TIMEOUT`."""
 
     _waiting = 0
 
@@ -96,7 +97,10 @@ class Relaying:
                                    "already waiting on the downstream client for this call")
         self._waiting += 1
         try:
-            return await self._relay(request)
+            with anyio.move_on_after(ANSWER_TIMEOUT):
+                return await self._relay(request)
+            return types.ErrorData(code=types.REQUEST_TIMEOUT, message="toolbridge: the downstream client did not "
+                                   f"answer within {ANSWER_TIMEOUT:g} s")
         finally:
             self._waiting -= 1
 
@@ -108,11 +112,6 @@ class Relaying:
 
     async def list_roots(self) -> Any:
         return await self._bounded(types.ListRootsRequest())
-
-
-def unanswered() -> types.ErrorData:
-    return types.ErrorData(code=types.REQUEST_TIMEOUT,
-                           message=f"toolbridge: the downstream client did not answer within {ANSWER_TIMEOUT:g} s")
 
 
 class LatestProgress:
@@ -153,9 +152,7 @@ class SessionChannel(Relaying):
         if refused is not None:
             return refused
         metadata = ServerMessageMetadata(related_request_id=self.ctx.request_id)
-        with anyio.move_on_after(ANSWER_TIMEOUT):
-            return await _ask(lambda: self.ctx.session.send_request(request, answer_type(request), metadata=metadata))
-        return unanswered()
+        return await _ask(lambda: self.ctx.session.send_request(request, answer_type(request), metadata=metadata))
 
     async def log(self, server: str, params: types.LoggingMessageNotificationParams) -> None:
         if admits(self._level(), params.level):

@@ -23,14 +23,12 @@ from mcp import MCPError, types
 from mcp.server.connection import allowed_log_levels
 
 from proxy.downstream._channels import (
-    ANSWER_TIMEOUT,
     LatestProgress,
     Relaying,
     RequestContext,
     answer_type,
     log_notification,
     refusal,
-    unanswered,
 )
 
 _COLLECT_TIMEOUT = 60.0  # how long a finished call waits for the round that collects it
@@ -93,10 +91,8 @@ class RoundTripChannel(Relaying):
         waiter = _Waiter(request)
         pending.new[f"toolbridge-{next(self._keys)}"] = waiter
         pending.poke()
-        with anyio.move_on_after(ANSWER_TIMEOUT):
-            await waiter.answered.wait()
-            return waiter.answer
-        return unanswered()
+        await waiter.answered.wait()
+        return waiter.answer
 
     async def _report(self, value: float, total: float | None, message: str | None) -> None:
         await self._pending.ctx.session.report_progress(value, total, message)  # on the round running now
