@@ -119,10 +119,8 @@ async def gateway(
     catalogs = Catalogs(registry)
     caller = ClientCaller()
     every = {**{u.name: u.server() for u in upstreams}, **(servers or {})}
-    built: list[Handlers] = []  # the upstream clients connect before the handlers exist
-
     async def notices(server: str, notification: types.ServerNotification) -> None:
-        await built[0].on_notice(server, notification)
+        await handlers.on_notice(server, notification)  # the upstream clients connect before the handlers exist
 
     async with AsyncExitStack() as stack:
         for name, server in every.items():
@@ -139,7 +137,6 @@ async def gateway(
         large = LargeResults(MemoryResultStore(ttl=60, max_chars=10_000_000), views.toolsets.large_results.max_chars)
         handlers = Handlers(views, caller, notifier, fleet_ready=ready, startup_wait=0, profile=profile,
                             large_results=large)
-        built.append(handlers)
         async with anyio.create_task_group() as tg:
             await tg.start(notifier.run)
             await tg.start(handlers.run)

@@ -106,5 +106,8 @@ async def test_a_session_its_client_ends_leaves_nothing_behind(replica: str | No
                 assert (await http.post(f"{base}/mcp", json=message, headers=headers)).status_code in (200, 202)
             key = session.rpartition(".")[2]  # as the handlers know it: without the replica's mark
             assert harness.notifier.sessions == 1 and harness.handlers.logs.level(key) == "info"
+            refused = await http.delete(f"{base}/mcp", headers={**headers, "mcp-protocol-version": "1999-01-01"})
+            assert refused.status_code >= 400  # the session lives on, and so does what is kept for it
+            assert harness.notifier.sessions == 1 and harness.handlers.logs.level(key) == "info"
             assert (await http.delete(f"{base}/mcp", headers=headers)).status_code < 300
             assert harness.notifier.sessions == 0 and harness.handlers.logs.level(key) is None

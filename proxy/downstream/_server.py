@@ -257,7 +257,8 @@ class Handlers:
         view = self.views.for_profile(self.profile_of(ctx))  # taken before the ack: no change is missed
         # Of the first MAX_PER_SESSION URIs asked for, those a server serves: the ack names them.
         asked = islice(wanted.resource_subscriptions or (), self.resources.subscriptions.MAX_PER_SESSION)
-        uris = [uri for uri in asked if view.catalog.route_uri(uri) is not None]
+        routed = [(uri, target) for uri in asked if (target := view.catalog.route_uri(uri)) is not None]
+        uris = [uri for uri, _ in routed]
         honored = types.SubscriptionFilter(
             tools_list_changed=True if "tools" in kinds else None,
             prompts_list_changed=True if "prompts" in kinds else None,
@@ -277,9 +278,8 @@ class Handlers:
         stream = object()
         if kinds:
             self.notifier.remember(stream, view, notify, kinds, session=promotion_key(ctx))
-        for uri in uris:
-            target = view.catalog.route_uri(uri)
-            if target is not None and self.resources.subscriptions.add(stream, target, uri, updated):
+        for uri, target in routed:
+            if self.resources.subscriptions.add(stream, target, uri, updated):
                 await self.resources.forward(target, subscribe=True)
         try:
             await ctx.session.send_notification(
