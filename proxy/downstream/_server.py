@@ -356,11 +356,13 @@ class Handlers:
             prepared = await bridge.prepare_call(self.views, view, arguments)
             target.append(prepared.entry)
             return await self._forward(prepared.entry, prepared.arguments, channel)
-        if view.surface.tier == "bridge" and name not in view.core and name not in self._promoted(session, view):
+        if view.surface.tier != "bridge":
+            direct = name in view.scope
+        elif not (direct := name in view.core or name in self._promoted(session, view)):
             await self._load_promotions(session, view)  # another replica may have promoted it
-        direct = view.core.union(self._promoted(session, view)) if view.surface.tier == "bridge" else view.scope
+            direct = name in self._promoted(session, view)
         entry = self.views.registry.get(name)
-        if entry is None or name not in direct:
+        if entry is None or not direct:
             raise UnknownTool(name, bridge.suggest(view, name), searchable=view.surface.tier == "bridge")
         target.append(entry)
         return await self._forward(entry, await check_call(arguments, entry), channel)
