@@ -200,15 +200,6 @@ def _usable_validator(schema: Mapping[str, Any]) -> Any | None:
         return None
 
 
-def _first_error(arguments: dict[str, Any], schema: Mapping[str, Any]) -> schema_errors.ValidationError | None:
-    """The most relevant validation error, or None when valid or when the schema cannot be used.
-
-    The caller has ruled out `_uses_python_regex` (a small schema has no `unevaluatedProperties`).
-    """
-    validator = _usable_validator(schema)
-    return None if validator is None else _best_error(validator, arguments)
-
-
 Check = Callable[[Any], bool]
 # Keywords that assert nothing (jsonschema is given no format checker, so `format` is one of them).
 _ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment", "deprecated", "readOnly",
@@ -314,23 +305,31 @@ class PreparedSchema:
     again: whether it is small enough to check on the loop, and its validator (which costs more to
     build than a small check costs to run)."""
 
-    __slots__ = ("_quick", "_validator", "on_loop", "schema")
+    __slots__ = ("_python_regex", "_quick", "_validator", "on_loop", "schema")
 
     def __init__(self, schema: Mapping[str, Any]) -> None:
         self.schema = schema
         self.on_loop = _small(schema, _SMALL_SCHEMA, schema=True)
         self._quick = _quick_or_none(schema) if self.on_loop else None
         self._validator: Any = _UNBUILT
+        self._python_regex: bool | None = None  # worked out in the worker thread, for a schema checked there
 
     def first_error(self, arguments: dict[str, Any]) -> schema_errors.ValidationError | None:
-        """`_first_error`, unless the quick check of a plain schema already accepts the arguments;
-        the validator is built on first use (only for a schema checked on the loop), once even when
-        the schema turns out unusable."""
+        """The most relevant validation error, or None when valid or when the schema cannot be used
+        (a small schema has no `unevaluatedProperties`, so its patterns run on RE2). The quick check of a
+        plain schema accepts first; the validator is built on first use, once even when unusable."""
         if self._quick is not None and self._quick(arguments):
             return None
         if self._validator is _UNBUILT:
             self._validator = _usable_validator(self.schema)
         return None if self._validator is None else _best_error(self._validator, arguments)
+
+    def first_error_in_thread(self, arguments: dict[str, Any]) -> schema_errors.ValidationError | None:
+        """`first_error` for a schema too large for the loop: None when its patterns would run on Python's
+        `re` (`_uses_python_regex`, worked out once, like the validator, not per call)."""
+        if self._python_regex is None:
+            self._python_regex = _uses_python_regex(self.schema)
+        return None if self._python_regex else self.first_error(arguments)
 
 
 class _Running:
@@ -377,11 +376,11 @@ class _Ticket:
                 _running.leave()
 
 
-def _validate_in_thread(ticket: _Ticket, arguments: dict[str, Any], schema: Mapping[str, Any]) -> Any:
+def _validate_in_thread(ticket: _Ticket, arguments: dict[str, Any], prepared: PreparedSchema) -> Any:
     if not ticket.start():
         return None
     try:
-        return None if _uses_python_regex(schema) else _first_error(arguments, schema)
+        return prepared.first_error_in_thread(arguments)
     finally:
         _running.leave()
 
@@ -393,7 +392,6 @@ async def find_error(
     prepared = schema if isinstance(schema, PreparedSchema) else PreparedSchema(schema)
     if prepared.on_loop and _small(arguments, _SMALL_ARGUMENTS):
         return prepared.first_error(arguments)
-    schema = prepared.schema
     if not _running.enter():
         logger.warning("%d argument validations are still running; letting this call through unchecked",
                        MAX_RUNNING)
@@ -402,7 +400,7 @@ async def find_error(
     try:
         with anyio.move_on_after(deadline):
             return await anyio.to_thread.run_sync(
-                _validate_in_thread, ticket, arguments, schema, abandon_on_cancel=True
+                _validate_in_thread, ticket, arguments, prepared, abandon_on_cancel=True
             )
     finally:
         ticket.abandon()
