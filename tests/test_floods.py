@@ -25,12 +25,6 @@ pytestmark = pytest.mark.anyio
 MESSAGE = types.LoggingMessageNotificationParams(level="info", data="x" * 200)
 
 
-async def until(condition: Any) -> None:
-    with anyio.fail_after(5):
-        while not condition():
-            await anyio.sleep(0.001)
-
-
 async def test_progress_to_a_slow_client_keeps_only_the_latest_value() -> None:
     sent: list[float] = []
     gate = anyio.Event()
@@ -42,7 +36,8 @@ async def test_progress_to_a_slow_client_keeps_only_the_latest_value() -> None:
     progress = LatestProgress(report)
     async with anyio.create_task_group() as tg:
         tg.start_soon(progress, 0.0, 1000.0, None)
-        await until(lambda: sent == [0.0])
+        await anyio.wait_all_tasks_blocked()
+        assert sent == [0.0]
         with anyio.fail_after(5):  # none of these waits for the client
             for value in range(1, 1001):
                 await progress(float(value), 1000.0, None)
@@ -117,7 +112,7 @@ async def test_requests_waiting_on_one_client_are_bounded() -> None:
     async with anyio.create_task_group() as tg:
         for _ in range(MAX_WAITING):
             tg.start_soon(channel.list_roots)
-        await until(lambda: channel.asked == MAX_WAITING)
+        await anyio.wait_all_tasks_blocked()
         refused = await channel.sample(types.CreateMessageRequestParams(messages=[], max_tokens=1))
         tg.cancel_scope.cancel()
     assert isinstance(refused, types.ErrorData) and f"{MAX_WAITING} requests are already waiting" in refused.message

@@ -137,7 +137,7 @@ async def test_validation_past_its_deadline_lets_the_call_through() -> None:
     many = [{"n": i} for i in range(6000)]
     schema = hostile_tools(1)[4].input_schema
     with anyio.fail_after(10):
-        assert await find_error({"items": many}, schema, deadline=0.05) is None
+        assert await find_error({"items": many}, PreparedSchema(schema), deadline=0.05) is None
 
 
 async def test_a_small_call_against_a_schema_of_references_still_gets_the_deadline() -> None:
@@ -149,7 +149,7 @@ async def test_a_small_call_against_a_schema_of_references_still_gets_the_deadli
     schema = {"type": "object", "properties": {"x": {"$ref": "#/$defs/l0"}},
               "$defs": {**defs, f"l{depth}": {"type": "string"}}}
     with anyio.fail_after(10):
-        assert await find_error({"x": 1}, schema, deadline=0.01) is None
+        assert await find_error({"x": 1}, PreparedSchema(schema), deadline=0.01) is None
 
 
 async def test_no_hostile_call_makes_another_session_wait() -> None:

@@ -386,10 +386,9 @@ def _validate_in_thread(ticket: _Ticket, arguments: dict[str, Any], prepared: Pr
 
 
 async def find_error(
-    arguments: dict[str, Any], schema: Mapping[str, Any] | PreparedSchema, *, deadline: float = DEADLINE
+    arguments: dict[str, Any], prepared: PreparedSchema, *, deadline: float = DEADLINE
 ) -> schema_errors.ValidationError | None:
     """Validate within `deadline`, off the event loop unless small; None means valid, or could not be checked."""
-    prepared = schema if isinstance(schema, PreparedSchema) else PreparedSchema(schema)
     if prepared.on_loop and _small(arguments, _SMALL_ARGUMENTS):
         return prepared.first_error(arguments)
     if not _running.enter():
