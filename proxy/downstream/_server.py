@@ -209,15 +209,21 @@ class Handlers:
             if names is not None:
                 self.promotions.replace(session, names)
 
-    async def _used(self, session: Hashable | None, view: SessionView, names: Iterable[str]) -> None:
-        """The session used these tools: promote the deferred ones, and tell it if its list changed."""
+    async def _used(
+        self, session: Hashable | None, view: SessionView, names: Iterable[str], *, keep: bool = True
+    ) -> None:
+        """The session used or pinned these tools (`keep=False`: unpinned them): promote the deferred
+        ones, or take them back, and tell it if its list changed."""
         used = [name for name in names if name in view.deferred]
         if session is None or not view.promote or not used:
             return
         await self._load_promotions(session, view)  # what other replicas recorded is kept, not overwritten
         before = list(self.promotions.used(session))
         for name in used:
-            self.promotions.use(session, name)
+            if keep:
+                self.promotions.use(session, name)
+            else:
+                self.promotions.drop(session, name)
         if self.promotions.used(session) == before:
             return  # e.g. the latest promoted tool called again: nothing to tell or to share
         self.notifier.recheck()
@@ -319,7 +325,7 @@ class Handlers:
         error: Exception | None = None
         session = promotion_key(ctx)
         try:
-            result = await self._dispatch(session, view, params.name, arguments, channel, target)
+            result = await self._dispatch(session, view, params.name, arguments, channel, target, _legacy(ctx))
         except InvalidArguments as exc:
             error = exc
             payload = {"error": str(exc), "path": exc.path, "constraint": exc.constraint}
@@ -333,7 +339,7 @@ class Handlers:
             result = _text_result(f"toolbridge: internal error: {redact(str(exc))}", is_error=True)
         if error is None and target and self.large_results is not None:
             result = await self.large_results.cut(result)
-        if error is None and not result.is_error:
+        if error is None and not result.is_error and _legacy(ctx):  # 2026 era: only pins promote (SEP-2567)
             await self._used(session, view, [entry.name for entry in target])
         if self.on_call is not None:
             self.on_call(_record(ctx, view, params.name, arguments, target, result, error,
@@ -342,15 +348,18 @@ class Handlers:
 
     async def _dispatch(
         self, session: Hashable | None, view: SessionView, name: str, arguments: dict[str, Any],
-        channel: SessionChannel | RoundTripChannel, target: list[ToolEntry],
+        channel: SessionChannel | RoundTripChannel, target: list[ToolEntry], legacy: bool,
     ) -> types.CallToolResult:
         """Bridge tools answer in every tier: a client may hold a list from before a change."""
         if name == "tool_search":
             await bridge.prepare_search(self.views, view, arguments)
             return _text_result(bridge.search(self.views, view, arguments))
         if name == "tool_describe":
-            described = bridge.describe(self.views, view, arguments)
-            await self._used(session, view, described["tools"])
+            described, pin = bridge.describe(self.views, view, arguments), bridge.pin_request(arguments)
+            if pin is not None or legacy:
+                await self._used(session, view, described["tools"], keep=pin is not False)
+            if pin is not None:
+                described["pinned"] = list(self._promoted(session, view)) if view.promote else []
             return _text_result(described)
         if name == "tool_call":
             prepared = await bridge.prepare_call(self.views, view, arguments)
