@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 import time
 from collections.abc import Hashable, Iterable, Mapping
 from itertools import islice
@@ -35,9 +36,10 @@ from proxy.downstream._prompts import Prompts
 from proxy.downstream._protocol import Upstreams
 from proxy.downstream._resources import Resources
 from proxy.downstream._roundtrips import RoundTripChannel, RoundTrips
+from proxy.downstream._tasks import TaskIds, Tasks, declared, new_replica_id
 from proxy.errors import InvalidArguments, ToolbridgeError, UnknownTool, UpstreamError, redact
 from proxy.registry import ToolEntry
-from proxy.upstream import BackChannel
+from proxy.upstream import BackChannel, HandedOver, accepting_tasks
 from proxy.views import SessionView, Views
 
 if TYPE_CHECKING:
@@ -90,6 +92,7 @@ class Handlers:
         on_call: CallObserver | None = None,
         large_results: LargeResults | None = None,
         shared_promotions: SharedPromotions | None = None,
+        tasks: Tasks | None = None,
     ) -> None:
         self.on_call = on_call
         self.large_results = large_results
@@ -106,6 +109,7 @@ class Handlers:
         self.prompts = Prompts(upstreams, self._view, self._request_channel)
         self.promotions = Promotions()
         self.shared_promotions = shared_promotions
+        self.tasks = tasks or Tasks(upstreams, TaskIds(secrets.token_bytes(32), new_replica_id()))
         notifier.session_tools = self._tools_fingerprint
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -302,7 +306,8 @@ class Handlers:
     async def call_tool(
         self, ctx: RequestContext, params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
-        """Answer a call; a 2026-era session's call runs across input-required rounds when it must."""
+        """Answer a call; a 2026-era session's call runs across input-required rounds when it must, and
+        one that declared the tasks extension gets the task an upstream made of it (`_tasks`)."""
         key = session_key(ctx)
         if _legacy(ctx):
             return await self._answer(ctx, params, SessionChannel(ctx, key, lambda: self.logs.level(key)))
@@ -310,7 +315,12 @@ class Handlers:
         async def run(channel: RoundTripChannel) -> types.CallToolResult:
             return await self._answer(ctx, params, channel)
 
-        return await self.round_trips.call(ctx, key, params, run)
+        accepting = accepting_tasks.set(declared(ctx))  # the background call started here inherits it
+        try:
+            result = await self.round_trips.call(ctx, key, params, run)
+        finally:
+            accepting_tasks.reset(accepting)
+        return self.tasks.handle(ctx, result) if isinstance(result, HandedOver) else result  # type: ignore[return-value]
 
     async def _answer(
         self, ctx: RequestContext, params: types.CallToolRequestParams, channel: SessionChannel | RoundTripChannel
