@@ -32,8 +32,16 @@ from proxy.downstream._identity import SessionlessClient, promotion_key
 from proxy.downstream._observe import session_label
 from proxy.downstream._protocol import Upstreams, protocol_error
 from proxy.errors import ToolbridgeError
-from proxy.upstream import TASKS, HandedOver, TaskState, cancel_task, get_task, strip_server_info, update_task
-from proxy.upstream._tasks import CreatedTask
+from proxy.upstream import (
+    TASKS,
+    CreatedTask,
+    HandedOver,
+    TaskState,
+    cancel_task,
+    get_task,
+    strip_server_info,
+    update_task,
+)
 
 __all__ = ["TaskIdParams", "TaskIds", "TaskUpdateParams", "Tasks", "new_replica_id"]
 

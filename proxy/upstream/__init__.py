@@ -21,6 +21,7 @@ from proxy.upstream._publisher import CatalogSink, ToolSink
 from proxy.upstream._stdio import resolve_command
 from proxy.upstream._tasks import (
     TASKS,
+    CreatedTask,
     HandedOver,
     TaskState,
     accepting_tasks,
@@ -37,6 +38,7 @@ __all__ = [
     "CatalogCache",
     "CatalogSink",
     "Connection",
+    "CreatedTask",
     "Fleet",
     "HandedOver",
     "InFlight",

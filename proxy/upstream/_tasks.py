@@ -33,6 +33,7 @@ from proxy.upstream._backchannel import BackChannel
 
 __all__ = [
     "TASKS",
+    "CreatedTask",
     "HandedOver",
     "TaskState",
     "TasksExtension",
