@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
 import time
 from collections.abc import Hashable, Iterable, Mapping
 from itertools import islice
@@ -36,7 +35,7 @@ from proxy.downstream._prompts import Prompts
 from proxy.downstream._protocol import Upstreams
 from proxy.downstream._resources import Resources
 from proxy.downstream._roundtrips import RoundTripChannel, RoundTrips
-from proxy.downstream._tasks import TaskIds, Tasks, declared, new_replica_id
+from proxy.downstream._tasks import Tasks, declared
 from proxy.errors import InvalidArguments, ToolbridgeError, UnknownTool, UpstreamError, redact
 from proxy.registry import ToolEntry
 from proxy.upstream import BackChannel, HandedOver, accepting_tasks
@@ -109,7 +108,7 @@ class Handlers:
         self.prompts = Prompts(upstreams, self._view, self._request_channel)
         self.promotions = Promotions()
         self.shared_promotions = shared_promotions
-        self.tasks = tasks or Tasks(upstreams, TaskIds(secrets.token_bytes(32), new_replica_id()))
+        self.tasks = tasks or Tasks.alone(upstreams)
         notifier.session_tools = self._tools_fingerprint
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:

@@ -140,6 +140,11 @@ class Tasks:
         self.ids = ids
         self.shared = shared
 
+    @classmethod
+    def alone(cls, upstreams: Upstreams) -> Tasks:
+        """For a process that shares nothing: its own key and replica id."""
+        return cls(upstreams, TaskIds(secrets.token_bytes(32), new_replica_id()))
+
     def handle(self, ctx: RequestContext, handed: HandedOver) -> dict[str, Any]:
         """The `CreateTaskResult` the caller gets for a task its call became upstream."""
         created = handed.created
