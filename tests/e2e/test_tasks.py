@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from servers import tasks_server
 from servers.tasks_server import CreatedTask, TaskClient, TaskState, cancel, poll, update
 
-from bench.cluster import redis_server
+from bench.cluster import nginx, redis_server, replica
 
 pytestmark = pytest.mark.anyio
 
@@ -176,3 +176,23 @@ async def test_two_replicas_sharing_redis_poll_and_cancel_each_others_tasks(tmp_
                 forever = await start(two, "jobs__forever")
                 await cancel(one.session, forever.task_id)
                 assert (await until(two, forever.task_id, "cancelled")).status == "cancelled"
+
+
+async def test_behind_nginx_a_stdio_upstreams_task_is_routed_home_by_its_id(config: Path, tmp_path: Path) -> None:
+    """deploy/nginx.conf routes tasks/* on Mcp-Name (the task id, led by its replica's id): every poll
+    of a task living in one replica's stdio child reaches that replica, whichever one made it."""
+    ports = {"toolbridge-0": free_port(), "toolbridge-1": free_port()}
+    async with redis_server(tmp_path / "redis") as redis, AsyncExitStack() as stack:
+        for replica_id, port in ports.items():
+            await stack.enter_async_context(replica(config, port, replica_id, "--redis-url", redis))
+        targets = [*ports.items(), ("toolbridge-2", ports["toolbridge-1"])]  # the template names three
+        base = await stack.enter_async_context(nginx(tmp_path / "nginx", targets))
+        async with Client(streamable_http_client(f"{base}/mcp"), extensions=[TaskClient()]) as client:
+            homes = set()
+            for _ in range(4):
+                created = await start(client, "jobs__slow", {"seconds": 0.3})
+                homes.add(created.task_id.split(".")[0])
+                for _ in range(6):  # round-robin would send some of these to the other replica
+                    assert (await poll(client.session, created.task_id)).status in ("working", "completed")
+                assert text((await until(client, created.task_id, "completed")).result or {}) == "slept 0.3"
+            assert homes <= set(ports)
