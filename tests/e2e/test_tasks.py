@@ -25,7 +25,8 @@ from bench.cluster import nginx, redis_server, replica
 pytestmark = pytest.mark.anyio
 
 TASKS_SERVER = str(Path(tasks_server.__file__))
-TOOLSETS = {"core": ["jobs__slow", "jobs__forever", "jobs__fail", "jobs__doomed"], "startup_wait": 20}
+TOOLSETS = {"core": ["jobs__slow", "jobs__forever", "jobs__fail", "jobs__doomed", "jobs__cancelled"],
+            "startup_wait": 20}
 
 
 def write_config(directory: Path, upstream: dict[str, Any]) -> Path:
@@ -115,6 +116,16 @@ async def test_a_client_without_the_extension_gets_the_final_result_with_progres
         assert text(result) == "slept 0.5" and "sleeping" in messages  # the upstream made a task; toolbridge waited
         failed = await client.call_tool("jobs__fail", {})
         assert failed.is_error and "the job broke" in text(failed)
+
+
+async def test_a_waited_task_past_the_servers_timeout_is_cancelled_upstream(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "config", {"command": sys.executable, "args": [TASKS_SERVER], "timeout": 1})
+    async with proxied(config, tasks=False) as client:
+        await client.list_tools()  # the fleet is up: what follows is bounded by the call alone
+        with anyio.fail_after(15):
+            result = await client.call_tool("jobs__forever", {})
+        assert result.is_error and "no answer within 1 s; cancelled" in text(result)
+        assert text(await client.call_tool("jobs__cancelled", {})) == "1"
 
 
 async def test_a_waited_task_that_needs_input_asks_the_client(config: Path) -> None:

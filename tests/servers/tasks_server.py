@@ -8,7 +8,8 @@ A task's status follows the clock, so nothing runs in the background:
 - `forever`: working until cancelled;
 - `ask`: input_required (a form elicitation asking for a name) until `tasks/update` answers it;
 - `fail`: failed at once with a JSON-RPC error;
-- `doomed {seconds}`: like `slow`, but the first `tasks/get` after `seconds` ends the process.
+- `doomed {seconds}`: like `slow`, but the first `tasks/get` after `seconds` ends the process;
+- `cancelled` (never a task): how many tasks were cancelled so far.
 
 `TaskClient` is what a downstream test client needs: the extension declared, a task result kept as
 is, and `tasks/get|update|cancel`.
@@ -38,7 +39,7 @@ def _tool(name: str, **properties: str) -> types.Tool:
 
 
 TOOLS = [_tool("slow", seconds="number"), _tool("forever"), _tool("ask"), _tool("fail"),
-         _tool("doomed", seconds="number")]
+         _tool("doomed", seconds="number"), _tool("cancelled")]
 
 
 def _text(text: str, *, is_error: bool = False) -> dict[str, Any]:
@@ -85,6 +86,9 @@ async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
 async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
     calls.append(params.name)
     seconds = float((params.arguments or {}).get("seconds", 0))
+    if params.name == "cancelled":
+        count = sum(task["cancelled"] for task in _tasks.values())
+        return types.CallToolResult(content=[types.TextContent(type="text", text=str(count))])
     if not _declared(ctx):
         await anyio.sleep(seconds)
         return types.CallToolResult(content=[types.TextContent(type="text", text=f"no task: {params.name}")])
