@@ -304,7 +304,7 @@ class Handlers:
 
     async def call_tool(
         self, ctx: RequestContext, params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         """Answer a call; a 2026-era session's call runs across input-required rounds when it must, and
         one that declared the tasks extension gets the task an upstream made of it (`_tasks`)."""
         key = session_key(ctx)
@@ -319,7 +319,7 @@ class Handlers:
             result = await self.round_trips.call(ctx, key, params, run)
         finally:
             accepting_tasks.reset(accepting)
-        return self.tasks.handle(ctx, result) if isinstance(result, HandedOver) else result  # type: ignore[return-value]
+        return self.tasks.handle(ctx, result) if isinstance(result, HandedOver) else result
 
     async def _answer(
         self, ctx: RequestContext, params: types.CallToolRequestParams, channel: SessionChannel | RoundTripChannel
