@@ -31,7 +31,10 @@ from proxy.downstream import (
     LargeResults,
     ProtectedResource,
     ReplicaMarker,
+    TaskIds,
+    Tasks,
     build_server,
+    new_replica_id,
     serve_http,
     stdio_transport,
     transport_security,
@@ -219,6 +222,17 @@ async def serve(
             audit.close()
 
 
+async def _tasks(gateway: Gateway, http: HttpOptions | None) -> Tasks:
+    """Task ids signed with the replicas' shared key; a remote upstream's tasks are any replica's to serve."""
+    replica = http.replica_id if http is not None and http.replica_id else new_replica_id()
+
+    def shared(server: str) -> bool:
+        upstream = gateway.config.upstreams.get(server)
+        return upstream is not None and upstream.url is not None
+
+    return Tasks(gateway.fleet, TaskIds(await gateway.shared.signing_key(), replica), shared)
+
+
 async def _serve(
     config: Config, context_tokens: int | None, profile: str | None, http: HttpOptions | None, watch: bool,
     audit: AuditLog | None, redis_url: str | None,
@@ -235,7 +249,8 @@ async def _serve(
                                 on_call=_call_observers(metrics, audit),
                                 large_results=LargeResults(gateway.shared.results,
                                                            config.toolsets.large_results.max_chars),
-                                shared_promotions=gateway.shared.promotions())
+                                shared_promotions=gateway.shared.promotions(),
+                                tasks=await _tasks(gateway, http))
             await tg.start(handlers.run)
             gateway.notice_listeners.append(handlers.on_notice)
             tg.start_soon(reload_on_sighup, gateway.reload)

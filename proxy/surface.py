@@ -156,7 +156,10 @@ def _bridge_tools(count: int, listing: Listing, settings: ToolSearchSettings) ->
                 "results need no search first."
             ),
             input_schema=_object(
+                ("names",),
                 names=_string_list(MAX_DESCRIBE, 'Exact deferred tool names, e.g. ["git__git_status"].'),
+                pin={"type": "boolean", "description": "true: list these tools directly from now on, "
+                     "where the profile allows it; false: stop."},
             ),
             annotations=_READ_ONLY,
         ),

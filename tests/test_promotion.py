@@ -1,7 +1,9 @@
-"""Promotion (issue 11): a deferred tool a session used joins that session's direct tools, in both eras."""
+"""Promotion (issues 11, 22): a deferred tool a handshake-era session used, or a 2026-era principal pinned,
+joins that session's (principal's) direct tools; a 2026-era list never changes as a side effect (SEP-2567)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -56,6 +58,20 @@ class Session:
     async def call(self, name: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
         return await self.client.call_tool("tool_call", {"name": name, "arguments": arguments or {}})
 
+    async def promote(self, name: str, arguments: dict[str, Any] | None = None) -> None:
+        """Use the tool; a 2026-era client pins it too, as only a pin promotes there."""
+        assert not (await self.call(name, arguments)).is_error
+        if self.client.protocol_version == "2026-07-28":
+            await self.pin(name)
+
+    async def pin(self, name: str, pin: bool = True) -> dict[str, Any]:
+        described = await self.client.call_tool("tool_describe", {"names": [name], "pin": pin})
+        assert not described.is_error
+        return json.loads(described.content[0].text)
+
+    async def listed(self) -> str:
+        return (await self.client.list_tools()).model_dump_json(by_alias=True)
+
 
 @asynccontextmanager
 async def session(harness: Harness, mode: str, client_name: str = "ide") -> AsyncIterator[Session]:
@@ -99,7 +115,7 @@ async def test_a_used_tool_is_promoted_to_that_session_alone_and_it_is_told(mode
     async with gateway(fleet(), CONFIG) as harness, session(harness, mode) as one, \
             session(harness, mode, "other-ide") as other:
         assert "disk__resize_volume" not in await one.names()
-        assert not (await one.call("disk__resize_volume", {"volume": "v1"})).is_error
+        await one.promote("disk__resize_volume", {"volume": "v1"})
         await settled(harness, one, other)
         assert (one.changes, other.changes) == (1, 0)
         tools = {t.name: t for t in (await one.client.list_tools()).tools}
@@ -114,7 +130,7 @@ async def test_a_used_tool_is_promoted_to_that_session_alone_and_it_is_told(mode
 async def test_at_most_n_are_promoted_the_least_recently_used_leaving_first(mode: str) -> None:
     async with gateway(fleet(), CONFIG) as harness, session(harness, mode) as one:
         for name in ("disk__list_volumes", "disk__snapshot_volume", "disk__list_volumes", "mail__send_email"):
-            await one.call(name, {"to": "a@b"} if name.startswith("mail") else {})
+            await one.promote(name, {"to": "a@b"} if name.startswith("mail") else {})
             await settled(harness, one)
         names = await one.names()
         assert "disk__list_volumes" in names and "mail__send_email" in names
@@ -122,9 +138,8 @@ async def test_at_most_n_are_promoted_the_least_recently_used_leaving_first(mode
         assert one.changes == 3  # list_volumes' second use changed nothing
 
 
-@pytest.mark.parametrize("mode", MODES)
-async def test_describing_promotes_and_failures_do_not(mode: str) -> None:
-    async with gateway(fleet(), CONFIG) as harness, session(harness, mode) as one:
+async def test_in_the_handshake_era_describing_promotes_and_failures_do_not() -> None:
+    async with gateway(fleet(), CONFIG) as harness, session(harness, "legacy") as one:
         assert (await one.call("disk__resize_volume", {})).is_error  # missing a required argument
         await settled(harness, one)
         assert one.changes == 0 and "disk__resize_volume" not in await one.names()
@@ -136,7 +151,7 @@ async def test_describing_promotes_and_failures_do_not(mode: str) -> None:
 @pytest.mark.parametrize("mode", MODES)
 async def test_promotions_survive_re_registration_and_leave_with_the_tool(mode: str) -> None:
     async with gateway(fleet(), CONFIG) as harness, session(harness, mode) as one:
-        await one.call("disk__list_volumes")
+        await one.promote("disk__list_volumes")
         await settled(harness, one)
         disk = harness.upstreams["disk"]
         disk.tools = [t.model_copy(update={"description": "Changed."}) if t.name == "resize_volume" else t
@@ -159,3 +174,44 @@ async def test_promotion_stays_within_the_budget_and_off_by_default() -> None:
         await settled(harness, small, plain)
         assert "disk__huge_form" not in await small.names() and small.changes == 0
         assert "disk__list_volumes" not in await plain.names() and plain.changes == 0
+
+
+async def test_a_2026_era_list_depends_on_no_earlier_call() -> None:
+    """SEP-2567: two lists in a row are byte-identical whatever was called, described or failed between."""
+    async with gateway(fleet(), CONFIG) as harness, session(harness, "auto") as one:
+        before = await one.listed()
+        assert not (await one.call("disk__resize_volume", {"volume": "v1"})).is_error
+        assert (await one.call("disk__list_volumes", {"bad": 1})).is_error is not None
+        await one.client.call_tool("tool_describe", {"names": ["mail__send_email", "disk__snapshot_volume"]})
+        await one.client.call_tool("tool_search", {"queries": ["email"]})
+        await settled(harness, one)
+        assert await one.listed() == before and one.changes == 0
+
+
+async def test_a_2026_era_pin_changes_that_principals_list_alone_and_an_unpin_restores_it() -> None:
+    async with gateway(fleet(), CONFIG) as harness, session(harness, "auto") as one, \
+            session(harness, "auto", "other-ide") as other:
+        before, others = await one.listed(), await other.listed()
+        assert (await one.pin("mail__send_email"))["pinned"] == ["mail__send_email"]
+        await settled(harness, one, other)
+        assert "mail__send_email" in await one.names() and one.changes == 1
+        assert await other.listed() == others and other.changes == 0
+        assert not (await one.client.call_tool("mail__send_email", {"to": "a@b"})).is_error  # direct now
+        pinned = await one.listed()
+        await one.call("disk__list_volumes")  # a call after the pin changes nothing either
+        await settled(harness, one)
+        assert await one.listed() == pinned
+        assert (await one.pin("mail__send_email", pin=False))["pinned"] == []
+        await settled(harness, one, other)
+        assert await one.listed() == before and one.changes == 2
+        assert await other.listed() == others and other.changes == 0
+
+
+async def test_a_pin_where_the_profile_promotes_nothing_changes_nothing() -> None:
+    async with gateway(fleet(), CONFIG) as harness, session(harness, "auto", "plain-agent") as plain:
+        before = await plain.listed()
+        assert (await plain.pin("disk__list_volumes"))["pinned"] == []
+        await settled(harness, plain)
+        assert await plain.listed() == before and plain.changes == 0
+        wrong = await plain.client.call_tool("tool_describe", {"names": ["disk__list_volumes"], "pin": "maybe"})
+        assert wrong.is_error and "'pin' must be true or false" in wrong.content[0].text

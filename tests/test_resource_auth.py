@@ -197,8 +197,8 @@ async def test_the_profile_follows_the_group_claim(tmp_path: Path, caplog: pytes
     assert [t for t in issuer.minted if t in caplog.text] == []
 
 
-async def test_without_a_session_promotions_are_kept_per_user(tmp_path: Path) -> None:
-    """2026-era HTTP requests carry no session: what a user used is promoted for that user's token
+async def test_without_a_session_pins_are_kept_per_user(tmp_path: Path) -> None:
+    """2026-era HTTP requests carry no session: what a user pinned is promoted for that user's token
     subject, whichever connection asks, and never for another user with the same client."""
     issuer_port, port = free_port(), free_port()
     issuer = Issuer(f"http://127.0.0.1:{issuer_port}", audience=f"http://127.0.0.1:{port}/mcp")
@@ -213,6 +213,9 @@ async def test_without_a_session_promotions_are_kept_per_user(tmp_path: Path) ->
                 Client(streamable_http_client(f"{base}/mcp", http_client=http)) as client:
             assert client.protocol_version == "2026-07-28"
             assert not (await client.call_tool("tool_call", {"name": "calc__pid", "arguments": {}})).is_error
+            assert "calc__pid" not in await tool_names(f"{base}/mcp", alice)  # a call alone promotes nothing
+            pinned = await client.call_tool("tool_describe", {"names": ["calc__pid"], "pin": True})
+            assert not pinned.is_error
         assert "calc__pid" in await tool_names(f"{base}/mcp", alice)
         assert "calc__pid" not in await tool_names(f"{base}/mcp", bob)
 

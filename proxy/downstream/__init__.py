@@ -19,6 +19,7 @@ from proxy.downstream._replica import REPLICA_ID_PATTERN, ReplicaMarker
 from proxy.downstream._resource import ProtectedResource
 from proxy.downstream._server import Handlers
 from proxy.downstream._stdio import stdio_transport
+from proxy.downstream._tasks import TaskIds, Tasks, new_replica_id
 
 __all__ = [
     "BRIDGE_SERVER",
@@ -33,12 +34,15 @@ __all__ = [
     "LargeResults",
     "ProtectedResource",
     "ReplicaMarker",
+    "TaskIds",
+    "Tasks",
     "Upstreams",
     "bridge",
     "build_server",
     "check_arguments",
     "check_bearer",
     "coerce_arguments",
+    "new_replica_id",
     "serve_http",
     "session_key",
     "stdio_transport",

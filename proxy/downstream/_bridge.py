@@ -180,6 +180,20 @@ def describe(views: Views, view: SessionView, arguments: Mapping[str, Any]) -> d
     return answer
 
 
+def pin_request(arguments: Mapping[str, Any]) -> bool | None:
+    """`tool_describe`'s `pin`: True pins the described tools, False unpins them, absent leaves them.
+
+    Raises:
+        BridgeError: `pin` is neither a boolean nor absent.
+    """
+    pin = arguments.get("pin")
+    if isinstance(pin, str) and pin.strip().lower() in ("true", "false"):
+        return pin.strip().lower() == "true"
+    if pin is None or isinstance(pin, bool):
+        return pin
+    raise BridgeError("'pin' must be true or false")
+
+
 def suggest(view: SessionView, name: str) -> list[str]:
     """Did-you-mean candidates from the session's scope (`SessionView.spellings`)."""
     return view.spellings.suggest(name, SUGGESTIONS)

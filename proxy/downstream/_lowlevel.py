@@ -14,6 +14,8 @@ from opentelemetry import trace
 from proxy import __version__
 from proxy.downstream._observe import ConnectionId
 from proxy.downstream._server import Handlers
+from proxy.downstream._tasks import TaskIdParams, TaskUpdateParams
+from proxy.upstream import TASKS
 
 
 class _AnnouncingServer(Server[Any]):
@@ -73,6 +75,10 @@ def build_server(handlers: Handlers) -> Server[Any]:
             on_subscriptions_listen=handlers.listen,
             get_tool_input_schema=handlers.input_schema,
         )
+    server.extensions[TASKS] = {}
+    server.add_request_handler("tasks/get", TaskIdParams, handlers.tasks.get)
+    server.add_request_handler("tasks/update", TaskUpdateParams, handlers.tasks.update)
+    server.add_request_handler("tasks/cancel", TaskIdParams, handlers.tasks.cancel)
     if not tracing():
         server.middleware = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
     return server

@@ -1,6 +1,9 @@
-"""Promotion: deferred tools a session has used become direct tools of that session (`promote: N`).
+"""Promotion: deferred tools a session has used or pinned become direct tools of it (`promote: N`).
 
-Kept per session, least recently used first; which of them are listed (at most N, within the
+A handshake-era session promotes what it calls or describes. A 2026-era list depends only on the
+profile and the principal (SEP-2567), so there only an explicit pin (`tool_describe` with
+`pin: true`) promotes, and `pin: false` takes a tool back. Kept per session or principal, least
+recently used first; which of them are listed (at most N, within the
 budget) is decided by `Views.promotable` each time the session's list is computed, so tools that
 left the catalog leave the promoted set and re-registered ones stay.
 """
@@ -28,6 +31,11 @@ class Promotions:
             used.remove(name)
         used.append(name)
         self.replace(session, used)
+
+    def drop(self, session: Hashable, name: str) -> None:
+        used = self._used.get(session)
+        if used is not None and name in used:
+            used.remove(name)
 
     def replace(self, session: Hashable, names: list[str]) -> None:
         """Set what `session` used (for a sessionless client: what every replica recorded)."""

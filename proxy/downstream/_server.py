@@ -35,9 +35,10 @@ from proxy.downstream._prompts import Prompts
 from proxy.downstream._protocol import Upstreams
 from proxy.downstream._resources import Resources
 from proxy.downstream._roundtrips import RoundTripChannel, RoundTrips
+from proxy.downstream._tasks import Tasks, declared
 from proxy.errors import InvalidArguments, ToolbridgeError, UnknownTool, UpstreamError, redact
 from proxy.registry import ToolEntry
-from proxy.upstream import BackChannel
+from proxy.upstream import BackChannel, HandedOver, accepting_tasks
 from proxy.views import SessionView, Views
 
 if TYPE_CHECKING:
@@ -90,6 +91,7 @@ class Handlers:
         on_call: CallObserver | None = None,
         large_results: LargeResults | None = None,
         shared_promotions: SharedPromotions | None = None,
+        tasks: Tasks | None = None,
     ) -> None:
         self.on_call = on_call
         self.large_results = large_results
@@ -106,6 +108,7 @@ class Handlers:
         self.prompts = Prompts(upstreams, self._view, self._request_channel)
         self.promotions = Promotions()
         self.shared_promotions = shared_promotions
+        self.tasks = tasks or Tasks.alone(upstreams)
         notifier.session_tools = self._tools_fingerprint
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -209,15 +212,21 @@ class Handlers:
             if names is not None:
                 self.promotions.replace(session, names)
 
-    async def _used(self, session: Hashable | None, view: SessionView, names: Iterable[str]) -> None:
-        """The session used these tools: promote the deferred ones, and tell it if its list changed."""
+    async def _used(
+        self, session: Hashable | None, view: SessionView, names: Iterable[str], *, keep: bool = True
+    ) -> None:
+        """The session used or pinned these tools (`keep=False`: unpinned them): promote the deferred
+        ones, or take them back, and tell it if its list changed."""
         used = [name for name in names if name in view.deferred]
         if session is None or not view.promote or not used:
             return
         await self._load_promotions(session, view)  # what other replicas recorded is kept, not overwritten
         before = list(self.promotions.used(session))
         for name in used:
-            self.promotions.use(session, name)
+            if keep:
+                self.promotions.use(session, name)
+            else:
+                self.promotions.drop(session, name)
         if self.promotions.used(session) == before:
             return  # e.g. the latest promoted tool called again: nothing to tell or to share
         self.notifier.recheck()
@@ -295,8 +304,9 @@ class Handlers:
 
     async def call_tool(
         self, ctx: RequestContext, params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
-        """Answer a call; a 2026-era session's call runs across input-required rounds when it must."""
+    ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
+        """Answer a call; a 2026-era session's call runs across input-required rounds when it must, and
+        one that declared the tasks extension gets the task an upstream made of it (`_tasks`)."""
         key = session_key(ctx)
         if _legacy(ctx):
             return await self._answer(ctx, params, SessionChannel(ctx, key, lambda: self.logs.level(key)))
@@ -304,7 +314,12 @@ class Handlers:
         async def run(channel: RoundTripChannel) -> types.CallToolResult:
             return await self._answer(ctx, params, channel)
 
-        return await self.round_trips.call(ctx, key, params, run)
+        accepting = accepting_tasks.set(declared(ctx))  # the background call started here inherits it
+        try:
+            result = await self.round_trips.call(ctx, key, params, run)
+        finally:
+            accepting_tasks.reset(accepting)
+        return self.tasks.handle(ctx, result) if isinstance(result, HandedOver) else result
 
     async def _answer(
         self, ctx: RequestContext, params: types.CallToolRequestParams, channel: SessionChannel | RoundTripChannel
@@ -319,7 +334,7 @@ class Handlers:
         error: Exception | None = None
         session = promotion_key(ctx)
         try:
-            result = await self._dispatch(session, view, params.name, arguments, channel, target)
+            result = await self._dispatch(session, view, params.name, arguments, channel, target, _legacy(ctx))
         except InvalidArguments as exc:
             error = exc
             payload = {"error": str(exc), "path": exc.path, "constraint": exc.constraint}
@@ -333,7 +348,7 @@ class Handlers:
             result = _text_result(f"toolbridge: internal error: {redact(str(exc))}", is_error=True)
         if error is None and target and self.large_results is not None:
             result = await self.large_results.cut(result)
-        if error is None and not result.is_error:
+        if error is None and not result.is_error and _legacy(ctx):  # 2026 era: only pins promote (SEP-2567)
             await self._used(session, view, [entry.name for entry in target])
         if self.on_call is not None:
             self.on_call(_record(ctx, view, params.name, arguments, target, result, error,
@@ -342,15 +357,18 @@ class Handlers:
 
     async def _dispatch(
         self, session: Hashable | None, view: SessionView, name: str, arguments: dict[str, Any],
-        channel: SessionChannel | RoundTripChannel, target: list[ToolEntry],
+        channel: SessionChannel | RoundTripChannel, target: list[ToolEntry], legacy: bool,
     ) -> types.CallToolResult:
         """Bridge tools answer in every tier: a client may hold a list from before a change."""
         if name == "tool_search":
             await bridge.prepare_search(self.views, view, arguments)
             return _text_result(bridge.search(self.views, view, arguments))
         if name == "tool_describe":
-            described = bridge.describe(self.views, view, arguments)
-            await self._used(session, view, described["tools"])
+            described, pin = bridge.describe(self.views, view, arguments), bridge.pin_request(arguments)
+            if pin is not None or legacy:
+                await self._used(session, view, described["tools"], keep=pin is not False)
+            if pin is not None:
+                described["pinned"] = list(self._promoted(session, view)) if view.promote else []
             return _text_result(described)
         if name == "tool_call":
             prepared = await bridge.prepare_call(self.views, view, arguments)

@@ -63,6 +63,13 @@ class SharedState:
         return SharedPromotions(self.redis)
 
 
+    async def signing_key(self) -> bytes:
+        """The key task ids are signed with: one for every replica sharing this Redis."""
+        from proxy.shared._signing import signing_key
+
+        return await signing_key(self.redis)
+
+
 @asynccontextmanager
 async def open_shared_state(redis_url: str | None) -> AsyncIterator[SharedState]:
     """In-process stores without `redis_url`; with it, Redis (an unreachable server is logged, and retried

@@ -19,15 +19,28 @@ from proxy.upstream._member import ServerStatus, UpstreamState
 from proxy.upstream._oauth import token_store
 from proxy.upstream._publisher import CatalogSink, ToolSink
 from proxy.upstream._stdio import resolve_command
+from proxy.upstream._tasks import (
+    TASKS,
+    CreatedTask,
+    HandedOver,
+    TaskState,
+    accepting_tasks,
+    cancel_task,
+    get_task,
+    update_task,
+)
 from proxy.upstream._wire import LineTooLong, MessageReader, MessageWriter, encode, open_pipes
 
 __all__ = [
+    "TASKS",
     "Availability",
     "BackChannel",
     "CatalogCache",
     "CatalogSink",
     "Connection",
+    "CreatedTask",
     "Fleet",
+    "HandedOver",
     "InFlight",
     "LineTooLong",
     "MessageReader",
@@ -35,17 +48,22 @@ __all__ = [
     "NoticeSink",
     "ProgressCallback",
     "ServerStatus",
+    "TaskState",
     "ToolSink",
     "UpstreamState",
+    "accepting_tasks",
+    "cancel_task",
     "client_callbacks",
     "config_key",
     "connect",
     "encode",
     "filter_tools",
+    "get_task",
     "login",
     "next_delay",
     "open_pipes",
     "resolve_command",
     "strip_server_info",
     "token_store",
+    "update_task",
 ]

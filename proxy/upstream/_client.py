@@ -30,6 +30,7 @@ from proxy.errors import (
 )
 from proxy.upstream._backchannel import BackChannel, InFlight, NoticeSink
 from proxy.upstream._schemas import OutputSchemas
+from proxy.upstream._tasks import task_call
 
 logger = logging.getLogger(__name__)
 
@@ -305,9 +306,10 @@ class Connection:
         self.output_schemas.restore(name)  # for the SDK's validation of the result
         try:
             async with self.in_flight.call(channel):
-                result = await self.client.call_tool(
-                    name, arguments, read_timeout_seconds=timeout, progress_callback=progress_callback
-                )
+                with task_call(self.server, progress_callback, channel):  # a task the upstream makes: see `_tasks`
+                    result = await self.client.call_tool(
+                        name, arguments, read_timeout_seconds=timeout, progress_callback=progress_callback
+                    )
         except Exception as exc:
             error = translate(self.server, exc, responses=self.responses[seen:], during=f"tool {name!r}")
             if isinstance(error, UpstreamTimeout):

@@ -97,6 +97,8 @@ async def test_a_used_tool_is_promoted_and_the_session_told(config: Path, transp
                 await listening.wait()
         called = await client.call_tool("tool_call", {"name": "beta__beta_0001", "arguments": {"value": 1}})
         assert not called.is_error
+        if mode != "legacy":  # a 2026-era list changes only on an explicit pin (SEP-2567)
+            await client.call_tool("tool_describe", {"names": ["beta__beta_0001"], "pin": True})
         with anyio.fail_after(10):
             await changed.wait()
         tools = {t.name: t for t in (await client.list_tools()).tools}
@@ -105,8 +107,12 @@ async def test_a_used_tool_is_promoted_and_the_session_told(config: Path, transp
         tg.cancel_scope.cancel()
 
 
-async def test_without_a_session_promotions_follow_the_client_name(config: Path) -> None:
-    """A 2026-era HTTP request has no session: what a client used is kept under its name, so a new
+async def pin(client: Client, name: str) -> None:
+    assert not (await client.call_tool("tool_describe", {"names": [name], "pin": True})).is_error
+
+
+async def test_without_a_session_pins_follow_the_client_name(config: Path) -> None:
+    """A 2026-era HTTP request has no session: what a client pinned is kept under its name, so a new
     connection of the same client finds it promoted, and another client does not."""
     async with serve_http(config, free_port()) as base:
 
@@ -118,33 +124,29 @@ async def test_without_a_session_promotions_follow_the_client_name(config: Path)
 
         info = types.Implementation(name="ide", version="1")
         async with Client(streamable_http_client(f"{base}/mcp"), client_info=info) as client:
-            called = await client.call_tool("tool_call", {"name": "beta__beta_0001", "arguments": {"value": 1}})
-            assert not called.is_error
+            await pin(client, "beta__beta_0001")
         assert "beta__beta_0001" in await listed("ide")
         assert "beta__beta_0001" not in await listed("other-ide")
 
 
-async def test_replicas_sharing_redis_list_and_answer_a_sessionless_clients_promotions(
+async def test_replicas_sharing_redis_list_and_answer_a_sessionless_clients_pins(
         config: Path, tmp_path: Path) -> None:
-    """Any replica may answer a 2026-era request: what one replica promoted, another lists and calls."""
+    """Any replica may answer a 2026-era request: what was pinned through one replica, another lists and calls."""
     info = types.Implementation(name="ide", version="1")
     async with redis_server(tmp_path / "redis") as url, \
             serve_http(config, free_port(), "--redis-url", url) as first, \
             serve_http(config, free_port(), "--redis-url", url) as second:
         async with Client(streamable_http_client(f"{first}/mcp"), client_info=info) as client:
-            called = await client.call_tool("tool_call", {"name": "beta__beta_0001", "arguments": {"value": 1}})
-            assert not called.is_error
+            await pin(client, "beta__beta_0001")
         async with Client(streamable_http_client(f"{second}/mcp"), client_info=info) as client:
             assert client.protocol_version == "2026-07-28"
             assert not (await client.call_tool("beta__beta_0001", {"value": 2})).is_error  # before any list here
             assert "beta__beta_0001" in {t.name for t in (await client.list_tools()).tools}
-            called = await client.call_tool("tool_call", {"name": "beta__beta_0002", "arguments": {"value": 3}})
-            assert not called.is_error
-        # The first replica still holds [0001] alone; its next promotion adds to the shared record, not over it.
+            await pin(client, "beta__beta_0002")
+        # The first replica still holds [0001] alone; its next pin adds to the shared record, not over it.
         async with Client(streamable_http_client(f"{first}/mcp"), client_info=info) as client:
-            called = await client.call_tool("tool_call", {"name": "beta__beta_0003", "arguments": {"value": 4}})
-            assert not called.is_error
+            await pin(client, "beta__beta_0003")
         async with Client(streamable_http_client(f"{second}/mcp"), client_info=info) as client:
             listed = {t.name for t in (await client.list_tools()).tools}
-        assert {"beta__beta_0002", "beta__beta_0003"} <= listed  # promote: 2, the two used last
+        assert {"beta__beta_0002", "beta__beta_0003"} <= listed  # promote: 2, the two pinned last
         assert "beta__beta_0001" not in listed

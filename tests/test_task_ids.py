@@ -1,0 +1,33 @@
+"""Task ids handed downstream (issue 22): opaque, signed, bound to a principal, led by their replica."""
+
+from __future__ import annotations
+
+import re
+
+from proxy.downstream import REPLICA_ID_PATTERN, TaskIds, new_replica_id
+
+KEY = b"k" * 32
+
+
+def test_an_id_opens_to_its_server_upstream_id_and_principal_under_the_same_key() -> None:
+    ids = TaskIds(KEY, "toolbridge-0")
+    task_id = ids.mint("jobs", "task-1", '["alice", "ide"]')
+    assert task_id.startswith("toolbridge-0.") and "task-1" not in task_id and "alice" not in task_id
+    ref = TaskIds(KEY, "toolbridge-1").open(task_id)  # another replica sharing the key
+    assert ref is not None and (ref.replica, ref.server, ref.upstream_id) == ("toolbridge-0", "jobs", "task-1")
+    assert ref.principal == ids.digest('["alice", "ide"]') != ids.digest('["bob", "ide"]')
+
+
+def test_an_altered_or_foreign_id_opens_to_nothing() -> None:
+    ids = TaskIds(KEY, "toolbridge-0")
+    task_id = ids.mint("jobs", "task-1", "alice")
+    replica, payload, signature = task_id.split(".")
+    assert TaskIds(b"x" * 32, "toolbridge-0").open(task_id) is None  # another key
+    assert ids.open(f"toolbridge-1.{payload}.{signature}") is None  # the replica changed
+    altered = payload[:-1] + ("A" if payload[-1] != "A" else "B")
+    assert ids.open(f"{replica}.{altered}.{signature}") is None
+    assert ids.open("task-1") is None and ids.open("") is None and ids.open("a.b.c") is None
+
+
+def test_a_replica_id_made_up_is_a_dns_label() -> None:
+    assert re.fullmatch(REPLICA_ID_PATTERN, new_replica_id()) and new_replica_id() != new_replica_id()
