@@ -1,10 +1,12 @@
 """Each upstream's resources, resource templates and prompts, and one session's aggregate of them.
 
-Resource URIs pass unchanged. Two servers listing the same URI (or the same template) are settled
-by server-name order: the first owns the plain form, the other's copy is listed and reachable as
-`toolbridge://server/<server>/<uri>`. Prompt names are exposed like tool names (`<server>__<prompt>`,
-or raw under `prefix: false`). Synchronous, on one event loop; every change bumps the registry's
-generation, so the session views and list_changed announcements keyed on it follow.
+Resource URIs pass unchanged, but for MCP Apps' `ui://` ones, namespaced per server
+(`ui://<server>/<rest>`, see `proxy.upstream.ui_namespaced`). Two servers listing the same URI (or
+the same template) are settled by server-name order: the first owns the plain form, the other's
+copy is listed and reachable as `toolbridge://server/<server>/<uri>`. Prompt names are exposed like
+tool names (`<server>__<prompt>`, or raw under `prefix: false`). Synchronous, on one event loop;
+every change bumps the registry's generation, so the session views and list_changed announcements
+keyed on it follow.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pydantic import BaseModel
 
 from proxy.names import NameSource, assign_names
 from proxy.registry import Registry
+from proxy.upstream import ui_namespaced, ui_original
 
 __all__ = ["QUALIFIED_PREFIX", "CatalogView", "Catalogs", "ServerCatalog", "qualified_uri"]
 
@@ -79,6 +82,7 @@ class CatalogView:
     prompt_routes: Mapping[str, tuple[str, str]]
     uri_owners: Mapping[str, str]
     template_routes: tuple[_Template, ...] = field(repr=False)
+    reachable: frozenset[str] = frozenset()  # every server in scope, with a catalog or not: who owns a `ui://` URI
 
     @cached_property
     def resources_fingerprint(self) -> str:
@@ -96,6 +100,9 @@ class CatalogView:
         """
         if len(uri) > MAX_URI_CHARS:
             return None
+        app = ui_original(uri, self.reachable)
+        if app is not None:
+            return app
         qualified = _unqualify(uri)
         if qualified is not None:
             return qualified if qualified[0] in self.servers else None
@@ -125,7 +132,7 @@ class Catalogs:
         self._catalogs: dict[str, ServerCatalog] = {}
         self._prefix: dict[str, bool] = {}
         self._prompt_names: dict[str, dict[str, str]] = {}
-        self._views: dict[tuple[int, tuple[str, ...]], CatalogView] = {}
+        self._views: dict[tuple[int, frozenset[str]], CatalogView] = {}
         self._logged: set[str] = set()
 
     @property
@@ -158,16 +165,17 @@ class Catalogs:
 
     def view(self, servers: Iterable[str]) -> CatalogView:
         """The aggregate over `servers` (those with a catalog), in server-name order."""
-        chosen = tuple(sorted(s for s in set(servers) if s in self._catalogs))
-        key = (self.registry.generation, chosen)
+        reachable = frozenset(servers)
+        chosen = tuple(sorted(s for s in reachable if s in self._catalogs))
+        key = (self.registry.generation, reachable)
         view = self._views.get(key)
         if view is None:
             if any(k[0] != key[0] for k in self._views):
                 self._views.clear()
-            view = self._views[key] = self._build(chosen)
+            view = self._views[key] = self._build(chosen, reachable)
         return view
 
-    def _build(self, servers: tuple[str, ...]) -> CatalogView:
+    def _build(self, servers: tuple[str, ...], reachable: frozenset[str]) -> CatalogView:
         resources: list[types.Resource] = []
         owners: dict[str, str] = {}
         templates: list[types.ResourceTemplate] = []
@@ -178,12 +186,16 @@ class Catalogs:
         for server in servers:
             catalog = self._catalogs[server]
             for resource in catalog.resources:
+                if (uri := ui_namespaced(server, resource.uri)) != resource.uri:
+                    resource = resource.model_copy(update={"uri": uri})
                 if resource.uri in owners:
                     resource = resource.model_copy(update={"uri": qualified_uri(server, resource.uri)})
                 owners.setdefault(resource.uri, server)
                 resources.append(resource)
             for template in catalog.templates:
                 routes.append(_Template(server, template, _parse(template.uri_template)))
+                if (uri := ui_namespaced(server, template.uri_template)) != template.uri_template:
+                    template = template.model_copy(update={"uri_template": uri})
                 if template.uri_template in seen_templates:
                     template = template.model_copy(
                         update={"uri_template": qualified_uri(server, template.uri_template)})
@@ -194,13 +206,14 @@ class Catalogs:
                 prompt_routes[name] = (server, prompt.name)
                 prompts.append(prompt.model_copy(update={"name": name}))
         return CatalogView(servers, tuple(resources), tuple(templates), tuple(prompts), prompt_routes, owners,
-                           tuple(routes))
+                           tuple(routes), reachable)
 
     def _log_collisions(self) -> None:
         first: dict[str, str] = {}
         for server in self.servers:
             catalog = self._catalogs[server]
             for uri in [r.uri for r in catalog.resources] + [t.uri_template for t in catalog.templates]:
+                uri = ui_namespaced(server, uri)  # per server: never shared
                 owner = first.setdefault(uri, server)
                 if owner != server:
                     self._log_once(f"servers {owner} and {server} both list {uri!r}: {owner} owns it; "

@@ -17,7 +17,7 @@ from mcp import MCPError, types
 from proxy.downstream._channels import RequestContext
 from proxy.downstream._protocol import Upstreams, page, protocol_error
 from proxy.errors import ToolbridgeError
-from proxy.upstream import BackChannel
+from proxy.upstream import BackChannel, rewrite_ui_read
 from proxy.views import SessionView
 
 logger = logging.getLogger(__name__)
@@ -140,10 +140,11 @@ class Resources:
     async def read(self, ctx: RequestContext, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         server, uri = _route(await self.view_of(ctx), params.uri)
         try:
-            return await self.upstreams.request(server, f"resource {uri!r}", lambda c: c.read_resource(uri),
-                                                self.channel_of(ctx))
+            result = await self.upstreams.request(server, f"resource {uri!r}", lambda c: c.read_resource(uri),
+                                                  self.channel_of(ctx))
         except ToolbridgeError as exc:
             raise protocol_error(exc) from exc
+        return rewrite_ui_read(result, server)
 
     async def subscribe(self, ctx: RequestContext, params: types.SubscribeRequestParams) -> types.EmptyResult:
         target = _route(await self.view_of(ctx), params.uri)

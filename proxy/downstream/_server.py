@@ -37,7 +37,7 @@ from proxy.downstream._resources import Resources
 from proxy.downstream._roundtrips import RoundTripChannel, RoundTrips
 from proxy.errors import InvalidArguments, ToolbridgeError, UnknownTool, UpstreamError, redact
 from proxy.registry import ToolEntry
-from proxy.upstream import BackChannel
+from proxy.upstream import BackChannel, rewrite_ui_result
 from proxy.views import SessionView, Views
 
 if TYPE_CHECKING:
@@ -361,17 +361,21 @@ class Handlers:
         elif not (direct := name in view.core or name in self._promoted(session, view)):
             await self._load_promotions(session, view)  # another replica may have promoted it
             direct = name in self._promoted(session, view)
+        if not direct and len(callees := view.app_calls.get(name, ())) == 1:  # an MCP App calling its server back
+            name, direct = callees[0], True
         entry = self.views.registry.get(name)
         if entry is None or not direct:
-            raise UnknownTool(name, bridge.suggest(view, name), searchable=view.surface.tier == "bridge")
+            raise UnknownTool(name, list(view.app_calls.get(name, ())) or bridge.suggest(view, name),
+                              searchable=view.surface.tier == "bridge")
         target.append(entry)
         return await self._forward(entry, await check_call(arguments, entry), channel)
 
     async def _forward(
         self, entry: ToolEntry, arguments: dict[str, Any], channel: SessionChannel | RoundTripChannel
     ) -> types.CallToolResult:
-        return await self.upstreams.call_tool(entry.server, entry.raw_name, arguments,
-                                              progress_callback=channel.progress, channel=channel)
+        result = await self.upstreams.call_tool(entry.server, entry.raw_name, arguments,
+                                                progress_callback=channel.progress, channel=channel)
+        return rewrite_ui_result(result, entry.server)
 SHOWN_NAME = 256  # characters of a requested name that reached no tool kept in the record (the audit log's line)
 
 

@@ -7,6 +7,17 @@ routes calls and requests to the live connection, with a `BackChannel` to the do
 `open_pipes`, `MessageReader` and `MessageWriter` frame JSON-RPC on stdio pipes, for either side.
 """
 
+from proxy.upstream._apps import (
+    APP_MIME_TYPE,
+    UI_EXTENSION,
+    AppRole,
+    app_role,
+    rewrite_ui_meta,
+    rewrite_ui_read,
+    rewrite_ui_result,
+    ui_namespaced,
+    ui_original,
+)
 from proxy.upstream._availability import Availability
 from proxy.upstream._backchannel import BackChannel, InFlight, NoticeSink, client_callbacks
 from proxy.upstream._backoff import next_delay
@@ -22,6 +33,9 @@ from proxy.upstream._stdio import resolve_command
 from proxy.upstream._wire import LineTooLong, MessageReader, MessageWriter, encode, open_pipes
 
 __all__ = [
+    "APP_MIME_TYPE",
+    "UI_EXTENSION",
+    "AppRole",
     "Availability",
     "BackChannel",
     "CatalogCache",
@@ -37,6 +51,7 @@ __all__ = [
     "ServerStatus",
     "ToolSink",
     "UpstreamState",
+    "app_role",
     "client_callbacks",
     "config_key",
     "connect",
@@ -46,6 +61,11 @@ __all__ = [
     "next_delay",
     "open_pipes",
     "resolve_command",
+    "rewrite_ui_meta",
+    "rewrite_ui_read",
+    "rewrite_ui_result",
     "strip_server_info",
     "token_store",
+    "ui_namespaced",
+    "ui_original",
 ]
