@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from proxy.names import NameSource, assign_names
 from proxy.registry import Registry
-from proxy.upstream import ui_namespaced, ui_original
+from proxy.upstream import UI_EXTENSION, CacheHint, ListKind, ServerTraits, merge_extensions, ui_namespaced, ui_original
 
 __all__ = ["QUALIFIED_PREFIX", "CatalogView", "Catalogs", "ServerCatalog", "qualified_uri"]
 
@@ -83,6 +83,12 @@ class CatalogView:
     uri_owners: Mapping[str, str]
     template_routes: tuple[_Template, ...] = field(repr=False)
     reachable: frozenset[str] = frozenset()  # every server in scope, with a catalog or not: who owns a `ui://` URI
+    extensions: Mapping[str, Mapping[str, object]] = field(default_factory=dict)  # carried, of the servers in scope
+    hints: Mapping[ListKind, CacheHint] = field(default_factory=dict)  # each list's, merged over the servers in scope
+
+    def hint(self, kind: ListKind) -> CacheHint:
+        """The merged list's hint; a list no server contributes to is toolbridge's own: not cached."""
+        return self.hints.get(kind, CacheHint())
 
     @cached_property
     def resources_fingerprint(self) -> str:
@@ -133,6 +139,7 @@ class Catalogs:
         self._prefix: dict[str, bool] = {}
         self._prompt_names: dict[str, dict[str, str]] = {}
         self._views: dict[tuple[int, frozenset[str]], CatalogView] = {}
+        self._traits: dict[str, ServerTraits] = {}
         self._logged: set[str] = set()
 
     @property
@@ -160,7 +167,14 @@ class Catalogs:
         self._log_collisions()
         self.registry.bump()
 
+    def set_server_traits(self, server: str, traits: ServerTraits) -> None:
+        """Record what the server advertises and its lists' cache hints; bumps the generation when they changed."""
+        if self._traits.get(server) != traits:
+            self._traits[server] = traits
+            self.registry.bump()
+
     def remove_server(self, server: str) -> None:
+        self._traits.pop(server, None)
         self.set_server_catalog(server, (), (), ())
 
     def view(self, servers: Iterable[str]) -> CatalogView:
@@ -205,8 +219,28 @@ class Catalogs:
                 name = self._prompt_names[server][prompt.name]
                 prompt_routes[name] = (server, prompt.name)
                 prompts.append(prompt.model_copy(update={"name": name}))
+        extensions, hints = self._carried(reachable)
         return CatalogView(servers, tuple(resources), tuple(templates), tuple(prompts), prompt_routes, owners,
-                           tuple(routes), reachable)
+                           tuple(routes), reachable, extensions, hints)
+
+    def _carried(self, reachable: frozenset[str]) -> tuple[dict[str, dict[str, object]], dict[ListKind, CacheHint]]:
+        """The extensions the servers in scope advertise (MCP Apps also when a tool has a UI: the handshake
+        era cannot advertise it), and each list's hint, merged over the servers with something in it."""
+        ordered = sorted(reachable)
+        apps = self.registry.app_servers
+        advertised = [{**({UI_EXTENSION: {}} if s in apps else {}), **self._traits.get(s, ServerTraits()).extensions}
+                      for s in ordered]
+        hints: dict[ListKind, CacheHint] = {}
+        for server in ordered:
+            traits = self._traits.get(server, ServerTraits())
+            catalog = self._catalogs.get(server, ServerCatalog())
+            lists: tuple[tuple[ListKind, Collection[object]], ...] = (
+                ("tools", self.registry.server_tools(server)), ("resources", catalog.resources),
+                ("templates", catalog.templates), ("prompts", catalog.prompts))
+            for kind, listed in lists:
+                if listed:
+                    hints[kind] = traits.hint(kind).merge(hints[kind]) if kind in hints else traits.hint(kind)
+        return merge_extensions(advertised), hints
 
     def _log_collisions(self) -> None:
         first: dict[str, str] = {}

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Hashable
 import anyio
 from mcp import MCPError, types
 
+from proxy.downstream._carried import list_hint
 from proxy.downstream._channels import RequestContext
 from proxy.downstream._protocol import Upstreams, page, protocol_error
 from proxy.errors import ToolbridgeError
@@ -128,14 +129,15 @@ class Resources:
     async def list(self, ctx: RequestContext, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
         view = await self.view_of(ctx)
         items, cursor = page(view.catalog.resources, params.cursor if params else None)
-        return types.ListResourcesResult(resources=items, next_cursor=cursor)
+        return types.ListResourcesResult(resources=items, next_cursor=cursor, **list_hint(ctx, view, "resources"))
 
     async def templates(
         self, ctx: RequestContext, params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         view = await self.view_of(ctx)
         items, cursor = page(view.catalog.templates, params.cursor if params else None)
-        return types.ListResourceTemplatesResult(resource_templates=items, next_cursor=cursor)
+        return types.ListResourceTemplatesResult(resource_templates=items, next_cursor=cursor,
+                                                 **list_hint(ctx, view, "templates"))
 
     async def read(self, ctx: RequestContext, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         server, uri = _route(await self.view_of(ctx), params.uri)

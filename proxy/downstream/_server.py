@@ -24,6 +24,7 @@ from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from proxy.downstream import _bridge as bridge
 from proxy.downstream._arguments import check_call, entry_schema
+from proxy.downstream._carried import list_hint
 from proxy.downstream._channels import RequestContext, SessionChannel
 from proxy.downstream._identity import SessionlessClient, client_name, promotion_key, session_key
 from proxy.downstream._large import LargeResults
@@ -126,15 +127,19 @@ class Handlers:
         elif isinstance(notification, types.LoggingMessageNotification):
             await self.logs.deliver(server, notification.params)
 
-    def profile_of(self, ctx: RequestContext) -> str:
-        """`--profile`, else the HTTP path's profile, else a `match` on the client name, else default."""
+    def profile_of(self, ctx: RequestContext, client: str | None = None) -> str:
+        """`--profile`, else the HTTP path's profile, else a `match` on the client name (`client` while the
+        session does not know it yet), else default."""
         if self.fixed_profile:
             return self.fixed_profile
         if ctx.request is not None:
             chosen = ctx.request.scope.get(PROFILE_SCOPE_KEY)
             if chosen:
                 return str(chosen)
-        return self.views.profile_for_client(client_name(ctx))
+        return self.views.profile_for_client(client or client_name(ctx))
+
+    def view_of(self, ctx: RequestContext, client: str | None = None) -> SessionView:
+        return self.views.for_profile(self.profile_of(ctx, client))
 
     async def _view(self, ctx: RequestContext) -> SessionView:
         """The session's view; no request waits for the fleet here (see `_await_startup`)."""
@@ -180,7 +185,7 @@ class Handlers:
         key = promotion_key(ctx)
         await self._load_promotions(key, view)
         surface, _ = self.views.session_surface(view, self._promoted(key, view))
-        return types.ListToolsResult(tools=list(surface.tools))
+        return types.ListToolsResult(tools=list(surface.tools), **list_hint(ctx, view, "tools"))
 
     async def read_resource(
         self, ctx: RequestContext, params: types.ReadResourceRequestParams

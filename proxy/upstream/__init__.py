@@ -30,25 +30,30 @@ from proxy.upstream._member import ServerStatus, UpstreamState
 from proxy.upstream._oauth import token_store
 from proxy.upstream._publisher import CatalogSink, ToolSink
 from proxy.upstream._stdio import resolve_command
+from proxy.upstream._traits import CARRIED, CacheHint, ListKind, ServerTraits, merge_extensions
 from proxy.upstream._wire import LineTooLong, MessageReader, MessageWriter, encode, open_pipes
 
 __all__ = [
     "APP_MIME_TYPE",
+    "CARRIED",
     "UI_EXTENSION",
     "AppRole",
     "Availability",
     "BackChannel",
+    "CacheHint",
     "CatalogCache",
     "CatalogSink",
     "Connection",
     "Fleet",
     "InFlight",
     "LineTooLong",
+    "ListKind",
     "MessageReader",
     "MessageWriter",
     "NoticeSink",
     "ProgressCallback",
     "ServerStatus",
+    "ServerTraits",
     "ToolSink",
     "UpstreamState",
     "app_role",
@@ -58,6 +63,7 @@ __all__ = [
     "encode",
     "filter_tools",
     "login",
+    "merge_extensions",
     "next_delay",
     "open_pipes",
     "resolve_command",
