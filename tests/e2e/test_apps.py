@@ -1,0 +1,60 @@
+"""MCP Apps behind `toolbridge serve` (stdio): the published `@modelcontextprotocol/server-basic-vanillajs`
+example (TypeScript, pinned in package.json) and the SDK app server (`servers/apps_server.py`), both
+as stdio upstreams, reached by SDK clients of both protocol eras."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+from fleetdir import REPO, serve_stdio
+from mcp import Client, types
+
+pytestmark = pytest.mark.anyio
+
+BASIC = REPO / "node_modules" / "@modelcontextprotocol" / "server-basic-vanillajs" / "dist"
+APPS_SERVER = REPO / "tests" / "servers" / "apps_server.py"
+MODES = ["legacy", "auto"]
+UI = "ui://basic/get-time/mcp-app.html"  # the example's `ui://get-time/mcp-app.html`, as server `basic`'s
+
+
+def _config(directory: Path, log: Path) -> Path:
+    upstreams = {"basic": {"command": "node", "args": [str(BASIC / "index.js"), "--stdio"]},
+                 "clock": {"command": sys.executable, "args": [str(APPS_SERVER), "--log", str(log)]}}
+    (directory / "upstreams").mkdir(parents=True)
+    for name, spec in upstreams.items():
+        (directory / "upstreams" / f"{name}.yaml").write_text(yaml.safe_dump({**spec, "connect_timeout": 30}))
+    (directory / "toolsets.yaml").write_text(yaml.safe_dump({"startup_wait": 30}))
+    return directory
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+@pytest.mark.skipif(not BASIC.exists(), reason="server-basic-vanillajs not installed: run scripts/setup.sh")
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_published_mcp_app_works_behind_toolbridge(mode: str, tmp_path: Path) -> None:
+    log = tmp_path / "calls.jsonl"
+    with anyio.fail_after(90):
+        async with Client(serve_stdio(_config(tmp_path / "config", log)), mode=mode) as client:
+            listed = {t.name: t for t in (await client.list_tools()).tools}
+            read = await client.read_resource(UI)
+            called_back = await client.call_tool("get-time", {})
+            ticked = await client.call_tool("tick", {"seconds": 5})
+            found = await client.call_tool("tool_search", {"queries": ["tick advance clock", "clock"]})
+    meta: dict[str, Any] = listed["basic__get-time"].meta or {}
+    assert meta["ui"]["resourceUri"] == meta["ui/resourceUri"] == UI
+    assert (listed["clock__show_clock"].meta or {})["ui"]["resourceUri"] == "ui://clock/clock/app.html"
+    content = read.contents[0]
+    assert isinstance(content, types.TextResourceContents)
+    assert content.mime_type == "text/html;profile=mcp-app"
+    assert content.text.encode() == (BASIC / "mcp-app.html").read_bytes()
+    assert not called_back.is_error and called_back.structured_content is not None
+    assert _text(ticked) == "ticked 5" and json.loads(log.read_text()) == ["tick", {"seconds": 5}]
+    assert "tick" not in json.loads(_text(found))["tools"] and "clock__tick" not in _text(found)
