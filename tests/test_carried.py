@@ -4,19 +4,25 @@ scope, and the cache hints (`ttlMs`, `cacheScope`) of its merged lists."""
 from __future__ import annotations
 
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
+from conftest import free_port, serve_app
 from inprocess import Upstream, gateway, tool
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from servers import cached_lists
 from servers.apps_server import build as app_server
+from servers.jwt_issuer import Issuer, issuer_app
 
-from proxy.app import run_gateway
+from proxy.app import Gateway, run_gateway
 from proxy.config import Config, ProfileConfig, ToolsetsConfig, UpstreamConfig
-from proxy.downstream import ChangeNotifier, Handlers, build_server
+from proxy.downstream import ChangeNotifier, Handlers, HttpApp, ProtectedResource, build_server, transport_security
 
 pytestmark = pytest.mark.anyio
 
@@ -84,20 +90,50 @@ async def test_only_carried_extensions_are_advertised_with_their_settings_merged
     assert advertised == {UI: {"mimeTypes": ["text/html;profile=mcp-app", "text/x-other"]}}
 
 
-async def test_the_fleet_records_each_stdio_upstreams_hints_and_extensions(tmp_path: Path) -> None:
-    def upstream(name: str, ttl: int, *ids: str) -> UpstreamConfig:
-        return UpstreamConfig(name=name, command=sys.executable, args=(CACHED_LISTS, name, str(ttl), "public", *ids))
+def _upstream(name: str, ttl: int, *ids: str) -> UpstreamConfig:
+    """`cached_lists` as a stdio upstream whose lists are public for `ttl` ms."""
+    return UpstreamConfig(name=name, command=sys.executable, args=(CACHED_LISTS, name, str(ttl), "public", *ids))
 
-    config = Config(directory=tmp_path, upstreams={"a": upstream("a", 45_000, UI), "b": upstream("b", 15_000)})
+
+@asynccontextmanager
+async def _handlers(config: Config) -> AsyncIterator[tuple[Gateway, Handlers]]:
+    """The gateway with its fleet connected, and the downstream handlers, as `serve` wires them."""
     async with run_gateway(config) as gateway_, anyio.create_task_group() as tg:
         with anyio.fail_after(30):
             await gateway_.fleet.ready.wait()
         notifier = ChangeNotifier(gateway_.views)
         await tg.start(notifier.run)
-        handlers = Handlers(gateway_.views, gateway_.fleet, notifier, fleet_ready=gateway_.fleet.ready,
-                            startup_wait=5)
-        async with Client(build_server(handlers), cache=None) as client:
-            extensions = client.server_capabilities.extensions
-            hints = await _lists(client)
+        yield gateway_, Handlers(gateway_.views, gateway_.fleet, notifier, fleet_ready=gateway_.fleet.ready,
+                                 startup_wait=5)
         tg.cancel_scope.cancel()
+
+
+async def test_the_fleet_records_each_stdio_upstreams_hints_and_extensions(tmp_path: Path) -> None:
+    config = Config(directory=tmp_path, upstreams={"a": _upstream("a", 45_000, UI), "b": _upstream("b", 15_000)})
+    async with _handlers(config) as (_, handlers), Client(build_server(handlers), cache=None) as client:
+        extensions = client.server_capabilities.extensions
+        hints = await _lists(client)
     assert extensions == {UI: {}} and hints == [(15_000, "public")] * 3
+
+
+@pytest.mark.parametrize(("by_claim", "scope"), [(True, "private"), (False, "public")])
+async def test_lists_whose_profile_follows_a_token_claim_are_private(
+    tmp_path: Path, by_claim: bool, scope: str
+) -> None:
+    issuer_port, port = free_port(), free_port()
+    issuer = Issuer(f"http://127.0.0.1:{issuer_port}", audience=f"http://127.0.0.1:{port}/mcp")
+    claim = {"profile_claim": "groups", "profiles": {"admins": "default"}} if by_claim else {}
+    settings = ToolsetsConfig.model_validate({"auth": {
+        "issuer": issuer.base, "audience": issuer.audience, "jwks_url": f"{issuer.base}/jwks.json", **claim}})
+    config = Config(directory=tmp_path, upstreams={"a": _upstream("a", 45_000)}, toolsets=settings)
+    assert settings.auth is not None
+    async with serve_app(issuer_app(issuer), issuer_port), _handlers(config) as (gateway_, handlers):
+        app = HttpApp(build_server(handlers), security=transport_security("127.0.0.1"), auth_token=None,
+                      has_profile=gateway_.views.has_profile, health=gateway_.health,
+                      resource=ProtectedResource(settings.auth, tmp_path))
+        async with serve_app(app, port) as base, \
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {issuer.token(groups=['admins'])}"}) as http, \
+                Client(streamable_http_client(f"{base}/mcp", http_client=http), cache=None) as client:
+            assert client.protocol_version == "2026-07-28"
+            tools, resources = await client.list_tools(), await client.list_resources()
+    assert _hints(tools, resources) == [(45_000, scope)] * 2
