@@ -14,7 +14,7 @@ import httpx2
 import pytest
 from conftest import free_port, serve_app
 from inprocess import Upstream, gateway, tool
-from mcp import Client
+from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 from servers import cached_lists
 from servers.apps_server import build as app_server
@@ -103,8 +103,10 @@ async def _handlers(config: Config) -> AsyncIterator[tuple[Gateway, Handlers]]:
             await gateway_.fleet.ready.wait()
         notifier = ChangeNotifier(gateway_.views)
         await tg.start(notifier.run)
-        yield gateway_, Handlers(gateway_.views, gateway_.fleet, notifier, fleet_ready=gateway_.fleet.ready,
-                                 startup_wait=5)
+        handlers = Handlers(gateway_.views, gateway_.fleet, notifier, fleet_ready=gateway_.fleet.ready,
+                            startup_wait=5)
+        await tg.start(handlers.run)
+        yield gateway_, handlers
         tg.cancel_scope.cancel()
 
 
@@ -137,3 +139,12 @@ async def test_lists_whose_profile_follows_a_token_claim_are_private(
             assert client.protocol_version == "2026-07-28"
             tools, resources = await client.list_tools(), await client.list_resources()
     assert _hints(tools, resources) == [(45_000, scope)] * 2
+
+
+async def test_toolbridge_declares_mcp_apps_to_its_upstreams(tmp_path: Path) -> None:
+    """A server that offers its UI only to hosts that render it (`client_supports_apps`) offers it."""
+    app = UpstreamConfig(name="clock", command=sys.executable, args=(str(Path(app_server.__code__.co_filename)),))
+    async with _handlers(Config(directory=tmp_path, upstreams={"clock": app})) as (_, handlers), \
+            Client(build_server(handlers)) as client:
+        answer = await client.call_tool("tool_call", {"name": "clock__host_renders_apps", "arguments": {}})
+    assert answer.content == [types.TextContent(type="text", text="yes")]

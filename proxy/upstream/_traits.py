@@ -14,13 +14,20 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mcp import types
+from mcp.client.extension import ClientExtension, advertise
 
-from proxy.upstream._apps import UI_EXTENSION
+from proxy.upstream._apps import APP_MIME_TYPE, UI_EXTENSION
 
-__all__ = ["CARRIED", "CacheHint", "ListKind", "ServerTraits", "merge_extensions"]
+__all__ = ["CARRIED", "CacheHint", "ListKind", "ServerTraits", "client_extensions", "merge_extensions"]
 
 CARRIED: frozenset[str] = frozenset({UI_EXTENSION})
 """The extensions toolbridge carries through: advertised downstream when a server in scope does."""
+
+
+def client_extensions() -> list[ClientExtension]:
+    """What toolbridge declares to every upstream: MCP Apps, so a server that offers its UI only to hosts
+    that render it (`client_supports_apps`) offers it; a host that renders none still gets its text."""
+    return [advertise(UI_EXTENSION, {"mimeTypes": [APP_MIME_TYPE]})]
 
 ListKind = Literal["tools", "resources", "templates", "prompts"]
 

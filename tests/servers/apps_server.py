@@ -15,7 +15,8 @@ from typing import Any
 
 from mcp import types
 from mcp.server import MCPServer
-from mcp.server.apps import Apps, ResourceCsp
+from mcp.server.apps import Apps, ResourceCsp, client_supports_apps
+from mcp.server.mcpserver.context import Context
 
 HTML = "<!doctype html><html><body><p id=\"t\">clock</p>\n<script>/* é ✓ */</script></body></html>\n"
 UI_URI = "ui://clock/app.html"
@@ -51,6 +52,10 @@ def build(calls: list[tuple[str, dict[str, Any]]] | None = None, log: Path | Non
     def set_alarm(at: str) -> str:
         called("set_alarm", {"at": at})
         return f"alarm at {at}"
+
+    @server.tool(name="host_renders_apps", description="Whether the client declared MCP Apps support.")
+    def host_renders_apps(ctx: Context) -> str:
+        return "yes" if client_supports_apps(ctx) else "no"
 
     @server.tool(name="open_clock", description="Link to the clock UI.")
     def open_clock() -> types.CallToolResult:
