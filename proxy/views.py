@@ -336,7 +336,8 @@ class Views:
         """(deferred, listed directly, their tokens): app-only tools leave the listing and search, and tools
         with a UI are listed directly with their `_meta` (by name, while half the listing budget lasts)."""
         tools = self.registry.tools
-        app_tools = sorted(n for n in deferred if tools[n].server in apps and tools[n].app in ("ui", "app"))
+        app_tools = sorted(name for server in apps for name, entry in self.registry.server_tools(server).items()
+                           if name in deferred and entry.app in ("ui", "app"))
         shown: list[str] = []
         spent = 0
         for name in app_tools:
