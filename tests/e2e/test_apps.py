@@ -1,25 +1,30 @@
-"""MCP Apps behind `toolbridge serve` (stdio): the published `@modelcontextprotocol/server-basic-vanillajs`
-example (TypeScript, pinned in package.json) and the SDK app server (`servers/apps_server.py`), both
-as stdio upstreams, reached by SDK clients of both protocol eras."""
+"""MCP Apps behind `toolbridge serve` (stdio and HTTP): the published
+`@modelcontextprotocol/server-basic-vanillajs` example (TypeScript, pinned in package.json) and the
+SDK app server (`servers/apps_server.py`), both as stdio upstreams, reached by SDK clients of both
+protocol eras."""
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 import yaml
-from fleetdir import REPO, serve_stdio
+from conftest import free_port
+from fleetdir import REPO, serve_http, serve_stdio
 from mcp import Client, types
+from mcp.client.streamable_http import streamable_http_client
 
 pytestmark = pytest.mark.anyio
 
 BASIC = REPO / "node_modules" / "@modelcontextprotocol" / "server-basic-vanillajs" / "dist"
 APPS_SERVER = REPO / "tests" / "servers" / "apps_server.py"
-MODES = ["legacy", "auto"]
+CASES = [("stdio", "legacy"), ("stdio", "auto"), ("http", "auto")]
 UI = "ui://basic/get-time/mcp-app.html"  # the example's `ui://get-time/mcp-app.html`, as server `basic`'s
 
 
@@ -33,16 +38,27 @@ def _config(directory: Path, log: Path) -> Path:
     return directory
 
 
+@asynccontextmanager
+async def _session(transport: str, mode: str, config: Path) -> AsyncIterator[Client]:
+    if transport == "stdio":
+        async with Client(serve_stdio(config), mode=mode) as client:
+            yield client
+        return
+    async with serve_http(config, free_port()) as base, \
+            Client(streamable_http_client(f"{base}/mcp"), mode=mode) as client:
+        yield client
+
+
 def _text(result: types.CallToolResult) -> str:
     return "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
 
 
 @pytest.mark.skipif(not BASIC.exists(), reason="server-basic-vanillajs not installed: run scripts/setup.sh")
-@pytest.mark.parametrize("mode", MODES)
-async def test_a_published_mcp_app_works_behind_toolbridge(mode: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("transport", "mode"), CASES)
+async def test_a_published_mcp_app_works_behind_toolbridge(transport: str, mode: str, tmp_path: Path) -> None:
     log = tmp_path / "calls.jsonl"
     with anyio.fail_after(90):
-        async with Client(serve_stdio(_config(tmp_path / "config", log)), mode=mode) as client:
+        async with _session(transport, mode, _config(tmp_path / "config", log)) as client:
             listed = {t.name: t for t in (await client.list_tools()).tools}
             read = await client.read_resource(UI)
             called_back = await client.call_tool("get-time", {})
