@@ -1,10 +1,12 @@
 """Each upstream's resources, resource templates and prompts, and one session's aggregate of them.
 
-Resource URIs pass unchanged. Two servers listing the same URI (or the same template) are settled
-by server-name order: the first owns the plain form, the other's copy is listed and reachable as
-`toolbridge://server/<server>/<uri>`. Prompt names are exposed like tool names (`<server>__<prompt>`,
-or raw under `prefix: false`). Synchronous, on one event loop; every change bumps the registry's
-generation, so the session views and list_changed announcements keyed on it follow.
+Resource URIs pass unchanged, but for MCP Apps' `ui://` ones, namespaced per server
+(`ui://<server>/<rest>`, see `proxy.upstream.ui_namespaced`). Two servers listing the same URI (or
+the same template) are settled by server-name order: the first owns the plain form, the other's
+copy is listed and reachable as `toolbridge://server/<server>/<uri>`. Prompt names are exposed like
+tool names (`<server>__<prompt>`, or raw under `prefix: false`). Synchronous, on one event loop;
+every change bumps the registry's generation, so the session views and list_changed announcements
+keyed on it follow.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -22,6 +24,7 @@ from pydantic import BaseModel
 
 from proxy.names import NameSource, assign_names
 from proxy.registry import Registry
+from proxy.upstream import UI_EXTENSION, CacheHint, ListKind, ServerTraits, merge_extensions, ui_namespaced, ui_original
 
 __all__ = ["QUALIFIED_PREFIX", "CatalogView", "Catalogs", "ServerCatalog", "qualified_uri"]
 
@@ -79,6 +82,13 @@ class CatalogView:
     prompt_routes: Mapping[str, tuple[str, str]]
     uri_owners: Mapping[str, str]
     template_routes: tuple[_Template, ...] = field(repr=False)
+    reachable: frozenset[str] = frozenset()  # every server in scope, with a catalog or not: who owns a `ui://` URI
+    extensions: Mapping[str, Mapping[str, object]] = field(default_factory=dict)  # carried, of the servers in scope
+    hints: Mapping[ListKind, CacheHint] = field(default_factory=dict)  # each list's, merged over the servers in scope
+
+    def hint(self, kind: ListKind) -> CacheHint:
+        """The merged list's hint; a list no server contributes to is toolbridge's own: not cached."""
+        return self.hints.get(kind, CacheHint())
 
     @cached_property
     def resources_fingerprint(self) -> str:
@@ -96,6 +106,9 @@ class CatalogView:
         """
         if len(uri) > MAX_URI_CHARS:
             return None
+        app = ui_original(uri, self.reachable)
+        if app is not None:
+            return app
         qualified = _unqualify(uri)
         if qualified is not None:
             return qualified if qualified[0] in self.servers else None
@@ -125,7 +138,8 @@ class Catalogs:
         self._catalogs: dict[str, ServerCatalog] = {}
         self._prefix: dict[str, bool] = {}
         self._prompt_names: dict[str, dict[str, str]] = {}
-        self._views: dict[tuple[int, tuple[str, ...]], CatalogView] = {}
+        self._views: dict[tuple[int, frozenset[str]], CatalogView] = {}
+        self._traits: dict[str, ServerTraits] = {}
         self._logged: set[str] = set()
 
     @property
@@ -153,21 +167,29 @@ class Catalogs:
         self._log_collisions()
         self.registry.bump()
 
+    def set_server_traits(self, server: str, traits: ServerTraits) -> None:
+        """Record what the server advertises and its lists' cache hints; bumps the generation when they changed."""
+        if self._traits.get(server) != traits:
+            self._traits[server] = traits
+            self.registry.bump()
+
     def remove_server(self, server: str) -> None:
+        self._traits.pop(server, None)
         self.set_server_catalog(server, (), (), ())
 
     def view(self, servers: Iterable[str]) -> CatalogView:
         """The aggregate over `servers` (those with a catalog), in server-name order."""
-        chosen = tuple(sorted(s for s in set(servers) if s in self._catalogs))
-        key = (self.registry.generation, chosen)
+        reachable = frozenset(servers)
+        chosen = tuple(sorted(s for s in reachable if s in self._catalogs))
+        key = (self.registry.generation, reachable)
         view = self._views.get(key)
         if view is None:
             if any(k[0] != key[0] for k in self._views):
                 self._views.clear()
-            view = self._views[key] = self._build(chosen)
+            view = self._views[key] = self._build(chosen, reachable)
         return view
 
-    def _build(self, servers: tuple[str, ...]) -> CatalogView:
+    def _build(self, servers: tuple[str, ...], reachable: frozenset[str]) -> CatalogView:
         resources: list[types.Resource] = []
         owners: dict[str, str] = {}
         templates: list[types.ResourceTemplate] = []
@@ -178,12 +200,16 @@ class Catalogs:
         for server in servers:
             catalog = self._catalogs[server]
             for resource in catalog.resources:
+                if (uri := ui_namespaced(server, resource.uri)) != resource.uri:
+                    resource = resource.model_copy(update={"uri": uri})
                 if resource.uri in owners:
                     resource = resource.model_copy(update={"uri": qualified_uri(server, resource.uri)})
                 owners.setdefault(resource.uri, server)
                 resources.append(resource)
             for template in catalog.templates:
                 routes.append(_Template(server, template, _parse(template.uri_template)))
+                if (uri := ui_namespaced(server, template.uri_template)) != template.uri_template:
+                    template = template.model_copy(update={"uri_template": uri})
                 if template.uri_template in seen_templates:
                     template = template.model_copy(
                         update={"uri_template": qualified_uri(server, template.uri_template)})
@@ -193,14 +219,35 @@ class Catalogs:
                 name = self._prompt_names[server][prompt.name]
                 prompt_routes[name] = (server, prompt.name)
                 prompts.append(prompt.model_copy(update={"name": name}))
+        extensions, hints = self._carried(reachable)
         return CatalogView(servers, tuple(resources), tuple(templates), tuple(prompts), prompt_routes, owners,
-                           tuple(routes))
+                           tuple(routes), reachable, extensions, hints)
+
+    def _carried(self, reachable: frozenset[str]) -> tuple[dict[str, dict[str, object]], dict[ListKind, CacheHint]]:
+        """The extensions the servers in scope advertise (MCP Apps also when a tool has a UI: the handshake
+        era cannot advertise it), and each list's hint, merged over the servers with something in it."""
+        ordered = sorted(reachable)
+        apps = self.registry.app_servers
+        advertised = [{**({UI_EXTENSION: {}} if s in apps else {}), **self._traits.get(s, ServerTraits()).extensions}
+                      for s in ordered]
+        hints: dict[ListKind, CacheHint] = {}
+        for server in ordered:
+            traits = self._traits.get(server, ServerTraits())
+            catalog = self._catalogs.get(server, ServerCatalog())
+            lists: tuple[tuple[ListKind, Collection[object]], ...] = (
+                ("tools", self.registry.server_tools(server)), ("resources", catalog.resources),
+                ("templates", catalog.templates), ("prompts", catalog.prompts))
+            for kind, listed in lists:
+                if listed:
+                    hints[kind] = traits.hint(kind).merge(hints[kind]) if kind in hints else traits.hint(kind)
+        return merge_extensions(advertised), hints
 
     def _log_collisions(self) -> None:
         first: dict[str, str] = {}
         for server in self.servers:
             catalog = self._catalogs[server]
             for uri in [r.uri for r in catalog.resources] + [t.uri_template for t in catalog.templates]:
+                uri = ui_namespaced(server, uri)  # per server: never shared
                 owner = first.setdefault(uri, server)
                 if owner != server:
                     self._log_once(f"servers {owner} and {server} both list {uri!r}: {owner} owns it; "

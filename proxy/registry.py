@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from proxy.names import BRIDGE_NAMES, NameSource, assign_names, server_toolset
 from proxy.text import clean, clean_strings
+from proxy.upstream import AppRole, app_role, rewrite_ui_meta
 
 logger = logging.getLogger(__name__)
 
@@ -68,9 +69,11 @@ def _servable_tools(server: str, tools: Iterable[types.Tool]) -> dict[str, types
     return kept
 
 
-def _as_shown(tool: types.Tool, name: str) -> types.Tool:
-    """The tool renamed and its texts cleaned (SPEC §8): what every listing, search and describe shows."""
-    update: dict[str, Any] = {"name": name, "input_schema": clean_strings(tool.input_schema)}
+def _as_shown(server: str, tool: types.Tool, name: str) -> types.Tool:
+    """The tool renamed, its texts cleaned (SPEC §8) and its UI reference namespaced: what every listing,
+    search and describe shows."""
+    update: dict[str, Any] = {"name": name, "input_schema": clean_strings(tool.input_schema),
+                              "meta": rewrite_ui_meta(tool.meta, server)}
     if tool.description is not None:
         update["description"] = clean(tool.description)
     if tool.title is not None:
@@ -86,14 +89,15 @@ class ToolEntry:
     Held compactly, for fleets of tens of thousands of tools: the definition minus its description
     as compressed JSON (a parsed schema costs ~9 KB of Python objects per tool), rebuilt on demand
     for the few tools a call or a `tool_describe` touches; the description stays a string, since
-    every listing and search result reads it.
+    every listing and search result reads it, and so does its MCP Apps role (`app`).
     """
 
-    __slots__ = ("_description", "_wire", "name", "raw_name", "server")
+    __slots__ = ("_description", "_wire", "app", "name", "raw_name", "server")
 
-    def __init__(self, name: str, server: str, raw_name: str, description: str | None, wire: bytes) -> None:
+    def __init__(self, name: str, server: str, raw_name: str, description: str | None, wire: bytes,
+                 app: AppRole | None = None) -> None:
         self.name, self.server, self.raw_name = name, server, raw_name
-        self._description, self._wire = description, wire
+        self._description, self._wire, self.app = description, wire, app
 
     @classmethod
     def shown(cls, server: str, raw_name: str, tool: types.Tool, definitions: dict[bytes, bytes]) -> ToolEntry:
@@ -102,15 +106,15 @@ class ToolEntry:
         Equal texts are one object: descriptions through `sys.intern`, definitions through the
         `definitions` pool (a replicated server's tools cost their names and little more).
         """
-        tool = _as_shown(tool, raw_name)
+        tool = _as_shown(server, tool, raw_name)
         rest = tool.model_dump(by_alias=True, exclude_none=True, mode="json", exclude={"name", "description"})
         wire = zlib.compress(json.dumps(rest, separators=(",", ":")).encode(), 6)
         description = None if tool.description is None else sys.intern(tool.description)
-        return cls(raw_name, server, raw_name, description, definitions.setdefault(wire, wire))
+        return cls(raw_name, server, raw_name, description, definitions.setdefault(wire, wire), app_role(tool.meta))
 
     def renamed(self, name: str) -> ToolEntry:
         """The same tool under another name; the definition is shared, not copied."""
-        return ToolEntry(name, self.server, self.raw_name, self._description, self._wire)
+        return ToolEntry(name, self.server, self.raw_name, self._description, self._wire, self.app)
 
     def _fields(self) -> dict[str, Any]:
         return json.loads(zlib.decompress(self._wire))
@@ -173,6 +177,7 @@ class Registry:
         self._sources: dict[str, tuple[NameSource, dict[str, ToolEntry]]] = {}
         self._definitions: dict[bytes, bytes] = {}  # every entry's definition, each distinct one once
         self._warned: set[str] = set()
+        self._app_servers: set[str] = set()
         self._changed = anyio.Event()
         self.generation = 0
 
@@ -192,6 +197,11 @@ class Registry:
     @property
     def servers(self) -> list[str]:
         return sorted(self._by_server)
+
+    @property
+    def app_servers(self) -> frozenset[str]:
+        """The servers serving MCP Apps: a tool of theirs has a UI or is for apps only."""
+        return frozenset(self._app_servers)
 
     def toolsets(self) -> dict[str, frozenset[str]]:
         """Every dynamic toolset: `mcp-<server>` → its qualified names (only non-empty ones)."""
@@ -299,6 +309,10 @@ class Registry:
         for name in removed:
             del self._tools[name]
         self._tools.update(new)
+        if any(entry.app in ("ui", "app") for entry in new.values()):
+            self._app_servers.add(server)
+        else:
+            self._app_servers.discard(server)
         if new:
             self._by_server[server] = new
         else:

@@ -20,7 +20,7 @@ import hashlib
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -31,7 +31,7 @@ from mcp import types
 
 from proxy.catalogs import Catalogs, CatalogView
 from proxy.config import ProfileConfig, ToolsetsConfig
-from proxy.listing import estimate_tokens
+from proxy.listing import estimate_tokens, listing_budget
 from proxy.names import SEPARATOR, server_toolset
 from proxy.registry import Registry, ToolEntry
 from proxy.surface import ClientHints, Surface, build_surface
@@ -131,6 +131,8 @@ class SessionView:
     servers: tuple[str, ...]  # every server in scope and up, whether it has a catalog or only tools
     deferred_by_server: tuple[tuple[str, int], ...]  # (server, deferred tools), in server order
     promote: int = 0  # how many used deferred tools a session of this profile may have listed directly
+    reserved_tokens: int = 0  # of the listing budget, what the tools with a UI listed directly take
+    app_calls: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # see `_app_calls`
     rankings: RecentRankings = field(default_factory=RecentRankings, compare=False, repr=False)
 
     @property
@@ -160,6 +162,21 @@ def _docs(entries: list[ToolEntry]) -> list[SearchDoc]:
     from proxy.search import doc_from_tool
 
     return [doc_from_tool(e.name, e.server, e.raw_name, e.description, e.input_schema) for e in entries]
+
+
+def _app_calls(registry: Registry, scope: frozenset[str], apps: frozenset[str]) -> dict[str, tuple[str, ...]]:
+    """The tools an app may call back, by the names it may know them by: the qualified name, and the
+    upstream's raw name (the one an app's code holds). Only tools of servers serving apps, in the
+    session's scope, that do not exclude apps; a raw name two such servers share maps to both."""
+    calls: dict[str, list[str]] = {}
+    for server in sorted(apps):
+        for name, entry in sorted(registry.server_tools(server).items()):
+            if name not in scope or entry.app == "model":
+                continue
+            calls.setdefault(name, []).append(name)
+            if entry.raw_name != name:
+                calls.setdefault(entry.raw_name, []).append(name)
+    return {known: tuple(dict.fromkeys(names)) for known, names in calls.items()}
 
 
 def _fingerprint(tools: tuple[types.Tool, ...]) -> str:
@@ -288,20 +305,48 @@ class Views:
         scope = frozenset(n for n in allowed if tools[n].server not in unavailable) if unavailable else allowed
         core, deferred = split_core(scope, self.toolsets.core)
         known_deferred = deferred if scope is allowed else split_core(allowed, self.toolsets.core)[1]
+        context = profile.context_tokens or self.default_context_tokens
+        hints, reserved = self._hints(profile), 0
+        apps = self.registry.app_servers & servers
+        if apps and self._bridged(hints, known_deferred):
+            deferred, shown, reserved = self._apps_apart(
+                deferred, apps, listing_budget(context, self.toolsets.tool_search) // 2)
+            core = core | shown
         by_server: dict[str, list[ToolEntry]] = {}
         for name in deferred:
             by_server.setdefault(tools[name].server, []).append(tools[name])
-        context = profile.context_tokens or self.default_context_tokens
         surface = build_surface(
-            [tools[n].tool for n in core], by_server, self.toolsets.tool_search, context, self._hints(profile),
-            deferrable=bool(known_deferred),
+            [tools[n].tool for n in core], by_server, self.toolsets.tool_search, context, hints,
+            reserved_tokens=reserved, deferrable=bool(known_deferred),
         )
         return SessionView(
             profile_name, context, allowed, core, deferred, surface, _fingerprint(surface.tools),
             self.catalogs.view(servers), tuple(sorted(servers)),
             tuple(sorted((server, len(entries)) for server, entries in by_server.items())),
-            profile.promote if surface.tier == "bridge" else 0,
+            profile.promote if surface.tier == "bridge" else 0, reserved, _app_calls(self.registry, scope, apps),
         )
+
+    def _bridged(self, hints: ClientHints, known_deferred: frozenset[str]) -> bool:
+        """Whether the session gets the bridge tier (`build_surface` decides the same way)."""
+        return hints.exposure != "direct" and bool(known_deferred) and self.toolsets.tool_search.enabled != "off"
+
+    def _apps_apart(
+        self, deferred: frozenset[str], apps: frozenset[str], allowance: int
+    ) -> tuple[frozenset[str], frozenset[str], int]:
+        """(deferred, listed directly, their tokens): app-only tools leave the listing and search, and tools
+        with a UI are listed directly with their `_meta` (by name, while half the listing budget lasts)."""
+        tools = self.registry.tools
+        app_tools = sorted(name for server in apps for name, entry in self.registry.server_tools(server).items()
+                           if name in deferred and entry.app in ("ui", "app"))
+        shown: list[str] = []
+        spent = 0
+        for name in app_tools:
+            cost = estimate_tokens(self._wire(name)) if tools[name].app == "ui" else None
+            if cost is not None and spent + cost <= allowance:
+                shown.append(name)
+                spent += cost
+        hidden = {n for n in app_tools if tools[n].app == "app"}
+        return deferred.difference(shown, hidden), frozenset(shown), spent
 
     def _hints(self, profile: ProfileConfig) -> ClientHints:
         return ClientHints(profile.exposure, profile.always_load, self.toolsets.large_results.max_chars)
@@ -337,7 +382,7 @@ class Views:
             by_server: dict[str, list[ToolEntry]] = {}
             for name in view.deferred.difference(promoted):
                 by_server.setdefault(tools[name].server, []).append(tools[name])
-            reserved = sum(estimate_tokens(self._wire(n)) for n in promoted)
+            reserved = view.reserved_tokens + sum(estimate_tokens(self._wire(n)) for n in promoted)
             surface = build_surface(core, by_server, self.toolsets.tool_search, view.context_tokens,
                                     self._hints(self._profile(view.profile)), reserved_tokens=reserved,
                                     deferrable=True)

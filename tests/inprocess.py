@@ -17,7 +17,16 @@ from proxy.config import ToolsetsConfig
 from proxy.downstream import ChangeNotifier, Handlers, LargeResults, build_server
 from proxy.registry import Registry
 from proxy.shared import MemoryResultStore
-from proxy.upstream import BackChannel, InFlight, NoticeSink, ProgressCallback, client_callbacks
+from proxy.upstream import (
+    BackChannel,
+    CacheHint,
+    InFlight,
+    ListKind,
+    NoticeSink,
+    ProgressCallback,
+    ServerTraits,
+    client_callbacks,
+)
 from proxy.views import Views
 
 T = TypeVar("T")
@@ -127,9 +136,10 @@ async def gateway(
             client = await stack.enter_async_context(caller.client(server, name, "legacy" if name not in (
                 servers or {}) else mode, notices))
             caller.clients[name] = client
-            registry.set_server_tools(name, (await client.list_tools()).tools)
+            listed = await client.list_tools()
+            registry.set_server_tools(name, listed.tools)
             if name in (servers or {}):
-                await _register_catalog(catalogs, name, client)
+                await _register_catalog(catalogs, name, client, listed)
         views = Views(registry, toolsets or ToolsetsConfig(), available, catalogs=catalogs)
         ready = anyio.Event()
         ready.set()
@@ -144,9 +154,17 @@ async def gateway(
             tg.cancel_scope.cancel()
 
 
-async def _register_catalog(catalogs: Catalogs, name: str, client: Client) -> None:
+async def _register_catalog(catalogs: Catalogs, name: str, client: Client, tools: types.ListToolsResult) -> None:
+    """The server's catalog, its advertised extensions and its lists' cache hints, as the fleet records them."""
     capabilities = client.server_capabilities
-    resources = (await client.list_resources()).resources if capabilities.resources else []
-    templates = (await client.list_resource_templates()).resource_templates if capabilities.resources else []
-    prompts = (await client.list_prompts()).prompts if capabilities.prompts else []
-    catalogs.set_server_catalog(name, resources, templates, prompts)
+    lists: dict[ListKind, Any] = {"tools": tools}
+    if capabilities.resources:
+        lists["resources"] = await client.list_resources()
+        lists["templates"] = await client.list_resource_templates()
+    if capabilities.prompts:
+        lists["prompts"] = await client.list_prompts()
+    catalogs.set_server_catalog(name, lists["resources"].resources if "resources" in lists else [],
+                                lists["templates"].resource_templates if "templates" in lists else [],
+                                lists["prompts"].prompts if "prompts" in lists else [])
+    hints = {kind: CacheHint.of(result) for kind, result in lists.items()}
+    catalogs.set_server_traits(name, ServerTraits(capabilities.extensions or {}, hints))

@@ -209,7 +209,7 @@ async def prepare_call(views: Views, view: SessionView, arguments: Mapping[str, 
     """Check a `tool_call` in the SPEC's order: deferred, in scope, then the arguments.
 
     Raises:
-        BridgeError: the bridge call itself is malformed, or the name is a core tool.
+        BridgeError: the bridge call itself is malformed, or the name is a core or app-only tool.
         UnknownTool: no such tool (with did-you-mean candidates from this session's scope).
         OutOfScope: the tool exists but not for this session.
         InvalidArguments: the arguments do not fit the tool's schema; nothing was invoked.
@@ -232,4 +232,6 @@ async def prepare_call(views: Views, view: SessionView, arguments: Mapping[str, 
         raise UnknownTool(name, suggest(view, name), searchable=view.surface.tier == "bridge")
     if name not in view.allowed:
         raise OutOfScope(name)
+    if entry.app == "app":  # its `_meta.ui.visibility` hides it from the model
+        raise BridgeError(f"'{name}' is called by its MCP App only, not through tool_call")
     return PreparedCall(entry, await check_call(tool_arguments, entry))

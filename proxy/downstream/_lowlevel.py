@@ -12,6 +12,7 @@ from mcp.server.lowlevel import NotificationOptions, Server
 from opentelemetry import trace
 
 from proxy import __version__
+from proxy.downstream._carried import ExtensionsAdvertiser
 from proxy.downstream._observe import ConnectionId
 from proxy.downstream._server import Handlers
 from proxy.downstream._tasks import TaskIdParams, TaskUpdateParams
@@ -81,4 +82,5 @@ def build_server(handlers: Handlers) -> Server[Any]:
     server.add_request_handler("tasks/cancel", TaskIdParams, handlers.tasks.cancel)
     if not tracing():
         server.middleware = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
+    server.middleware.append(ExtensionsAdvertiser(handlers.view_of))
     return server

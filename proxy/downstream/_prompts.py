@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from mcp import MCPError, types
 
+from proxy.downstream._carried import list_hint
 from proxy.downstream._channels import RequestContext
 from proxy.downstream._protocol import Upstreams, page, protocol_error
 from proxy.downstream._resources import ChannelOf, ViewOf
@@ -35,7 +36,7 @@ class Prompts:
     async def list(self, ctx: RequestContext, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
         view = await self.view_of(ctx)
         items, cursor = page(view.catalog.prompts, params.cursor if params else None)
-        return types.ListPromptsResult(prompts=items, next_cursor=cursor)
+        return types.ListPromptsResult(prompts=items, next_cursor=cursor, **list_hint(ctx, view, "prompts"))
 
     async def get(self, ctx: RequestContext, params: types.GetPromptRequestParams) -> types.GetPromptResult:
         server, raw = _prompt(await self.view_of(ctx), params.name)

@@ -14,10 +14,11 @@ from collections.abc import Awaitable, Callable, Hashable
 import anyio
 from mcp import MCPError, types
 
+from proxy.downstream._carried import list_hint
 from proxy.downstream._channels import RequestContext
 from proxy.downstream._protocol import Upstreams, page, protocol_error
 from proxy.errors import ToolbridgeError
-from proxy.upstream import BackChannel
+from proxy.upstream import BackChannel, rewrite_ui_read
 from proxy.views import SessionView
 
 logger = logging.getLogger(__name__)
@@ -128,22 +129,24 @@ class Resources:
     async def list(self, ctx: RequestContext, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
         view = await self.view_of(ctx)
         items, cursor = page(view.catalog.resources, params.cursor if params else None)
-        return types.ListResourcesResult(resources=items, next_cursor=cursor)
+        return types.ListResourcesResult(resources=items, next_cursor=cursor, **list_hint(ctx, view, "resources"))
 
     async def templates(
         self, ctx: RequestContext, params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         view = await self.view_of(ctx)
         items, cursor = page(view.catalog.templates, params.cursor if params else None)
-        return types.ListResourceTemplatesResult(resource_templates=items, next_cursor=cursor)
+        return types.ListResourceTemplatesResult(resource_templates=items, next_cursor=cursor,
+                                                 **list_hint(ctx, view, "templates"))
 
     async def read(self, ctx: RequestContext, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         server, uri = _route(await self.view_of(ctx), params.uri)
         try:
-            return await self.upstreams.request(server, f"resource {uri!r}", lambda c: c.read_resource(uri),
-                                                self.channel_of(ctx))
+            result = await self.upstreams.request(server, f"resource {uri!r}", lambda c: c.read_resource(uri),
+                                                  self.channel_of(ctx))
         except ToolbridgeError as exc:
             raise protocol_error(exc) from exc
+        return rewrite_ui_read(result, server)
 
     async def subscribe(self, ctx: RequestContext, params: types.SubscribeRequestParams) -> types.EmptyResult:
         target = _route(await self.view_of(ctx), params.uri)

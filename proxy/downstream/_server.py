@@ -24,6 +24,7 @@ from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from proxy.downstream import _bridge as bridge
 from proxy.downstream._arguments import check_call, entry_schema
+from proxy.downstream._carried import list_hint
 from proxy.downstream._channels import RequestContext, SessionChannel
 from proxy.downstream._identity import SessionlessClient, client_name, promotion_key, session_key
 from proxy.downstream._large import LargeResults
@@ -38,7 +39,7 @@ from proxy.downstream._roundtrips import RoundTripChannel, RoundTrips
 from proxy.downstream._tasks import Tasks, declared
 from proxy.errors import InvalidArguments, ToolbridgeError, UnknownTool, UpstreamError, redact
 from proxy.registry import ToolEntry
-from proxy.upstream import BackChannel, HandedOver, accepting_tasks
+from proxy.upstream import BackChannel, HandedOver, accepting_tasks, rewrite_ui_result
 from proxy.views import SessionView, Views
 
 if TYPE_CHECKING:
@@ -129,15 +130,19 @@ class Handlers:
         elif isinstance(notification, types.LoggingMessageNotification):
             await self.logs.deliver(server, notification.params)
 
-    def profile_of(self, ctx: RequestContext) -> str:
-        """`--profile`, else the HTTP path's profile, else a `match` on the client name, else default."""
+    def profile_of(self, ctx: RequestContext, client: str | None = None) -> str:
+        """`--profile`, else the HTTP path's profile, else a `match` on the client name (`client` while the
+        session does not know it yet), else default."""
         if self.fixed_profile:
             return self.fixed_profile
         if ctx.request is not None:
             chosen = ctx.request.scope.get(PROFILE_SCOPE_KEY)
             if chosen:
                 return str(chosen)
-        return self.views.profile_for_client(client_name(ctx))
+        return self.views.profile_for_client(client or client_name(ctx))
+
+    def view_of(self, ctx: RequestContext, client: str | None = None) -> SessionView:
+        return self.views.for_profile(self.profile_of(ctx, client))
 
     async def _view(self, ctx: RequestContext) -> SessionView:
         """The session's view; no request waits for the fleet here (see `_await_startup`)."""
@@ -183,7 +188,7 @@ class Handlers:
         key = promotion_key(ctx)
         await self._load_promotions(key, view)
         surface, _ = self.views.session_surface(view, self._promoted(key, view))
-        return types.ListToolsResult(tools=list(surface.tools))
+        return types.ListToolsResult(tools=list(surface.tools), **list_hint(ctx, view, "tools"))
 
     async def read_resource(
         self, ctx: RequestContext, params: types.ReadResourceRequestParams
@@ -379,17 +384,21 @@ class Handlers:
         elif not (direct := name in view.core or name in self._promoted(session, view)):
             await self._load_promotions(session, view)  # another replica may have promoted it
             direct = name in self._promoted(session, view)
+        if not direct and len(callees := view.app_calls.get(name, ())) == 1:  # an MCP App calling its server back
+            name, direct = callees[0], True
         entry = self.views.registry.get(name)
         if entry is None or not direct:
-            raise UnknownTool(name, bridge.suggest(view, name), searchable=view.surface.tier == "bridge")
+            raise UnknownTool(name, list(view.app_calls.get(name, ())) or bridge.suggest(view, name),
+                              searchable=view.surface.tier == "bridge")
         target.append(entry)
         return await self._forward(entry, await check_call(arguments, entry), channel)
 
     async def _forward(
         self, entry: ToolEntry, arguments: dict[str, Any], channel: SessionChannel | RoundTripChannel
     ) -> types.CallToolResult:
-        return await self.upstreams.call_tool(entry.server, entry.raw_name, arguments,
-                                              progress_callback=channel.progress, channel=channel)
+        result = await self.upstreams.call_tool(entry.server, entry.raw_name, arguments,
+                                                progress_callback=channel.progress, channel=channel)
+        return rewrite_ui_result(result, entry.server)
 SHOWN_NAME = 256  # characters of a requested name that reached no tool kept in the record (the audit log's line)
 
 

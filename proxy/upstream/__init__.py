@@ -7,6 +7,17 @@ routes calls and requests to the live connection, with a `BackChannel` to the do
 `open_pipes`, `MessageReader` and `MessageWriter` frame JSON-RPC on stdio pipes, for either side.
 """
 
+from proxy.upstream._apps import (
+    APP_MIME_TYPE,
+    UI_EXTENSION,
+    AppRole,
+    app_role,
+    rewrite_ui_meta,
+    rewrite_ui_read,
+    rewrite_ui_result,
+    ui_namespaced,
+    ui_original,
+)
 from proxy.upstream._availability import Availability
 from proxy.upstream._backchannel import BackChannel, InFlight, NoticeSink, client_callbacks
 from proxy.upstream._backoff import next_delay
@@ -29,12 +40,18 @@ from proxy.upstream._tasks import (
     get_task,
     update_task,
 )
+from proxy.upstream._traits import CARRIED, CacheHint, ListKind, ServerTraits, merge_extensions
 from proxy.upstream._wire import LineTooLong, MessageReader, MessageWriter, encode, open_pipes
 
 __all__ = [
+    "APP_MIME_TYPE",
+    "CARRIED",
     "TASKS",
+    "UI_EXTENSION",
+    "AppRole",
     "Availability",
     "BackChannel",
+    "CacheHint",
     "CatalogCache",
     "CatalogSink",
     "Connection",
@@ -43,15 +60,18 @@ __all__ = [
     "HandedOver",
     "InFlight",
     "LineTooLong",
+    "ListKind",
     "MessageReader",
     "MessageWriter",
     "NoticeSink",
     "ProgressCallback",
     "ServerStatus",
+    "ServerTraits",
     "TaskState",
     "ToolSink",
     "UpstreamState",
     "accepting_tasks",
+    "app_role",
     "cancel_task",
     "client_callbacks",
     "config_key",
@@ -60,10 +80,16 @@ __all__ = [
     "filter_tools",
     "get_task",
     "login",
+    "merge_extensions",
     "next_delay",
     "open_pipes",
     "resolve_command",
+    "rewrite_ui_meta",
+    "rewrite_ui_read",
+    "rewrite_ui_result",
     "strip_server_info",
     "token_store",
+    "ui_namespaced",
+    "ui_original",
     "update_task",
 ]

@@ -31,6 +31,7 @@ from proxy.errors import (
 from proxy.upstream._backchannel import BackChannel, InFlight, NoticeSink
 from proxy.upstream._schemas import OutputSchemas
 from proxy.upstream._tasks import task_call
+from proxy.upstream._traits import CacheHint, ListKind, ServerTraits
 
 logger = logging.getLogger(__name__)
 
@@ -136,6 +137,7 @@ class Connection:
     in_flight: InFlight = field(default_factory=InFlight)
     calls_in_flight: int = 0
     output_schemas: OutputSchemas = field(default_factory=OutputSchemas)
+    hints: dict[ListKind, CacheHint] = field(default_factory=dict)  # of the last listing, all pages merged
 
     @property
     def server(self) -> str:
@@ -156,6 +158,13 @@ class Connection:
                    for c in (capabilities.tools, capabilities.prompts, capabilities.resources))
 
     @property
+    def traits(self) -> ServerTraits:
+        """Its advertised extensions (a 2026-era server's: the handshake era has no field for them) and
+        its last lists' cache hints."""
+        extensions = self.client.server_capabilities.extensions or {}
+        return ServerTraits({k: v for k, v in extensions.items() if isinstance(v, dict)}, dict(self.hints))
+
+    @property
     def logs(self) -> bool:
         """Takes `logging/setLevel` (handshake era; a 2026-era request opts in through its `_meta`)."""
         return not self.modern and self.client.server_capabilities.logging is not None
@@ -169,19 +178,24 @@ class Connection:
         templates: list[types.ResourceTemplate] = []
         prompts: list[types.Prompt] = []
         if capabilities.resources is not None:
-            resources = await self._every_page(self.client.list_resources, lambda page: page.resources)
+            resources = await self._every_page(self.client.list_resources, lambda page: page.resources, "resources")
             templates = await self._every_page(self.client.list_resource_templates,
-                                               lambda page: page.resource_templates)
+                                               lambda page: page.resource_templates, "templates")
         if capabilities.prompts is not None:
-            prompts = await self._every_page(self.client.list_prompts, lambda page: page.prompts)
+            prompts = await self._every_page(self.client.list_prompts, lambda page: page.prompts, "prompts")
         return resources, templates, prompts
 
-    async def _every_page(self, fetch: Callable[..., Awaitable[Any]], items: Callable[[Any], list[T]]) -> list[T]:
+    async def _every_page(
+        self, fetch: Callable[..., Awaitable[Any]], items: Callable[[Any], list[T]], kind: ListKind
+    ) -> list[T]:
         found: list[T] = []
         cursor: str | None = None
+        hint: CacheHint | None = None
         for _ in range(MAX_PAGES):
             page = await fetch(cursor=cursor, cache_mode="refresh")
             found += items(page)
+            hint = CacheHint.of(page) if hint is None else hint.merge(CacheHint.of(page))
+            self.hints[kind] = hint
             if (cursor := page.next_cursor) is None:
                 break
         else:
@@ -211,15 +225,7 @@ class Connection:
 
         The SDK's copies of their output schemas are emptied until a call needs one (`OutputSchemas`).
         """
-        tools: list[types.Tool] = []
-        cursor: str | None = None
-        for _ in range(MAX_PAGES):
-            page = await self.client.list_tools(cursor=cursor, cache_mode="refresh")
-            tools += page.tools
-            if (cursor := page.next_cursor) is None:
-                break
-        else:
-            logger.warning("server %s: stopped listing after %d pages", self.server, MAX_PAGES)
+        tools = await self._every_page(self.client.list_tools, lambda page: page.tools, "tools")
         offered = filter_tools(tools, self.config.tools.include, self.config.tools.exclude)
         return self.output_schemas.adopt(tools, offered)
 

@@ -32,6 +32,7 @@ from proxy.upstream._client import CLIENT_INFO, Connection, Signals, TransportCh
 from proxy.upstream._sse import sse_transport
 from proxy.upstream._stdio import stdio_transport
 from proxy.upstream._tasks import TasksExtension
+from proxy.upstream._traits import client_extensions
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +65,8 @@ async def _enter(stack: AsyncExitStack, transport: Any, hooks: _Hooks) -> Client
     # log_level opts every request of a 2026-era connection into log messages (each session's own
     # level filters them downstream); a handshake-era connection ignores it.
     client = Client(transport, mode=hooks.mode, message_handler=hooks.signals.on_message, client_info=CLIENT_INFO,
-                    cache=None, log_level="debug", extensions=[TasksExtension()], **hooks.callbacks)
+                    cache=None, log_level="debug", extensions=[*client_extensions(), TasksExtension()],
+                    **hooks.callbacks)
     return await stack.enter_async_context(client)
 
 

@@ -17,6 +17,7 @@ from mcp import types
 from proxy.shared import CatalogCache  # on disk (upstream/_cache.py) or in Redis
 from proxy.upstream._client import Connection
 from proxy.upstream._member import Member, UpstreamState
+from proxy.upstream._traits import ServerTraits
 from proxy.upstream._turns import Turns
 
 logger = logging.getLogger(__name__)
@@ -44,6 +45,8 @@ class CatalogSink(Protocol):
         prompts: Iterable[types.Prompt], *, prefix: bool = True,
     ) -> None: ...
 
+    def set_server_traits(self, server: str, traits: ServerTraits) -> None: ...
+
     def remove_server(self, server: str) -> None: ...
 
 
@@ -67,6 +70,7 @@ class Publisher:
             if self.catalogs is not None:
                 resources, templates, prompts = await conn.list_catalog()
                 self.catalogs.set_server_catalog(up.name, resources, templates, prompts, prefix=up.config.prefix)
+                self.catalogs.set_server_traits(up.name, conn.traits)
             await conn.drop_last_answer()  # before registering: READY follows registration with no await between
             up.tool_count, up.listed = len(tools), True
             change = self.registry.set_server_tools(up.name, tools, prefix=up.config.prefix)
