@@ -14,6 +14,7 @@ from opentelemetry import trace
 from proxy import __version__
 from proxy.downstream._observe import ConnectionId
 from proxy.downstream._server import Handlers
+from proxy.downstream._trace import TraceContext
 
 
 class _AnnouncingServer(Server[Any]):
@@ -41,7 +42,8 @@ def build_server(handlers: Handlers) -> Server[Any]:
 
     The SDK wraps every request in an OpenTelemetry span by default; with no tracer provider
     installed when the server is built, those spans record nothing and only cost CPU on every
-    call, so that middleware is dropped (the way the SDK documents to opt out).
+    call, so that middleware is dropped (the way the SDK documents to opt out). `TraceContext` runs
+    outermost either way, so the downstream's trace context reaches the upstream.
     """
 
     @asynccontextmanager
@@ -75,4 +77,5 @@ def build_server(handlers: Handlers) -> Server[Any]:
         )
     if not tracing():
         server.middleware = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
+    server.middleware.insert(0, TraceContext())
     return server
