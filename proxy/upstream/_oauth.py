@@ -102,6 +102,7 @@ def oauth_auth(
     provider = OAuthClientProvider(
         config.url, metadata, token_store(config, config_dir),
         redirect_handler=open_url or needs_consent, callback_handler=wait_for_code or no_code,
+        client_metadata_url=settings.client_metadata_url,
     )
     provider.context = _EarlyRefresh(**{f.name: getattr(provider.context, f.name) for f in fields(OAuthContext)})
     return provider

@@ -23,11 +23,12 @@ from mcp.server.auth.provider import (
     RefreshToken,
     construct_redirect_uri,
 )
+from mcp.server.auth.routes import build_metadata
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, RevocationOptions
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from pydantic import AnyHttpUrl
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from servers.controllable import build_server
@@ -52,9 +53,13 @@ class AuthServer:
     _access_of: dict[str, str] = field(default_factory=dict)  # refresh token -> its access token
     discoveries: int = 0  # protected-resource metadata fetches: one per attempt to authorize
     issued: list[str] = field(default_factory=list)  # every token string ever handed out
+    # Client ID Metadata Documents, by URL: what this server would fetch from there. With any, the
+    # metadata says `client_id_metadata_document_supported`.
+    documents: dict[str, OAuthClientInformationFull] = field(default_factory=dict)
+    iss: str | None = None  # the `iss` of its authorization responses (RFC 9207); none by default
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
-        return self.clients.get(client_id)
+        return self.clients.get(client_id) or self.documents.get(client_id)
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         assert client_info.client_id is not None
@@ -136,8 +141,20 @@ class AuthServer:
             code_challenge=params.code_challenge, redirect_uri=params.redirect_uri,
             redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly, resource=params.resource,
         )
-        return RedirectResponse(construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state),
-                                status_code=302)
+        return RedirectResponse(construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state,
+                                                       iss=self.iss), status_code=302)
+
+    def metadata(self, settings: AuthSettings) -> Route:
+        """Its authorization server metadata, saying whether it takes Client ID Metadata Documents."""
+        assert settings.client_registration_options and settings.revocation_options
+
+        async def serve(request: Request) -> Response:
+            metadata = build_metadata(settings.issuer_url, None, settings.client_registration_options,
+                                      settings.revocation_options)
+            metadata.client_id_metadata_document_supported = bool(self.documents) or None
+            return JSONResponse(metadata.model_dump(mode="json", exclude_none=True))
+
+        return Route("/.well-known/oauth-authorization-server", serve)
 
 
 def oauth_app(auth: AuthServer, state: Any = None) -> Any:
@@ -155,6 +172,7 @@ def oauth_app(auth: AuthServer, state: Any = None) -> Any:
         auth=settings, token_verifier=ProviderTokenVerifier(auth), auth_server_provider=auth,
         custom_starlette_routes=[Route("/consent", auth.consent_page, methods=["GET", "POST"])],
     )
+    app.router.routes.insert(0, auth.metadata(settings))  # ahead of the SDK's own
 
     async def counting(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["path"].startswith("/.well-known/oauth-protected-resource"):
