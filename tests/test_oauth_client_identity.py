@@ -7,13 +7,15 @@ is refused (RFC 9207); tokens and registrations are kept per issuer.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import anyio
 import pytest
+from conftest import free_port, serve_app
 from mcp.shared.auth import OAuthClientInformationFull
 from pydantic import ValidationError
-from servers.oauth_upstream import SCOPE, AuthServer, consent
+from servers.oauth_upstream import SCOPE, AuthServer, MovingResource, authorization_app, consent
 from test_oauth_upstream import oauth_upstream
 
 from proxy.config import OAuthSettings, UpstreamConfig
@@ -79,3 +81,26 @@ def test_a_client_metadata_url_is_an_https_document_address_and_the_only_identit
         settings: dict[str, str], reason: str) -> None:
     with pytest.raises(ValidationError, match=reason):
         OAuthSettings.model_validate(settings)
+
+
+async def test_an_upstream_that_moves_to_another_issuer_never_shows_it_the_first_ones_credentials(
+        tmp_path: Path) -> None:
+    ports = [free_port() for _ in range(3)]
+    first, second = (AuthServer(f"http://127.0.0.1:{port}") for port in ports[:2])
+    resource = MovingResource(f"http://127.0.0.1:{ports[2]}", first)
+    config = UpstreamConfig(name="web", url=f"{resource.base}/mcp", auth=OAuthSettings(redirect_port=free_port()))
+    async with serve_app(authorization_app(first), ports[0]), serve_app(authorization_app(second), ports[1]), \
+            serve_app(resource.app(), ports[2]):
+        with anyio.fail_after(20):
+            await login(config, tmp_path, show_url=consent)
+        resource.auth = second
+        with anyio.fail_after(20):
+            await login(config, tmp_path, show_url=consent)
+    assert first.consents == second.consents == 1
+    (registered,) = second.clients
+    assert set(second.presented) <= {registered, *second.issued}  # nothing of the first issuer's
+    record = json.loads((tmp_path / ".secrets" / "web.json").read_text())
+    assert record["issuer"] == f"{second.base}/"
+    assert record["tokens"]["access_token"] in second.access and record["client"]["client_id"] == registered
+    (kept,) = record["other_issuers"].values()
+    assert kept["tokens"]["access_token"] in first.access and kept["client"]["client_id"] in first.clients
