@@ -12,6 +12,7 @@ with an in-memory exporter the first time they run, and clear the exporter for e
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,6 +27,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from servers import traced
 
 from proxy.config import ToolsetsConfig
+from proxy.ops import export_traces
 
 pytestmark = pytest.mark.anyio
 
@@ -165,3 +167,19 @@ async def test_a_resource_read_is_parented_across_the_hop(spans: InMemorySpanExp
     assert isinstance(contents, types.TextResourceContents)
     traceparent = _carried(contents.text)["traceparent"]
     assert traceparent.split("-")[1] == format(agent.get_span_context().trace_id, "032x")
+
+
+def test_no_endpoint_no_export() -> None:
+    before = trace.get_tracer_provider()
+    export_traces({})()
+    assert trace.get_tracer_provider() is before
+
+
+def test_an_endpoint_without_the_sdk_is_a_warning_and_nothing_else(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(trace, "get_tracer_provider", trace.ProxyTracerProvider)
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)  # what an install without the extra has
+    stop = export_traces({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"})
+    stop()
+    assert "pip install 'toolbridge[otel]'" in caplog.text
+    assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
