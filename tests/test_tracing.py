@@ -169,6 +169,22 @@ async def test_a_resource_read_is_parented_across_the_hop(spans: InMemorySpanExp
     assert traceparent.split("-")[1] == format(agent.get_span_context().trace_id, "032x")
 
 
+async def test_a_prompt_is_a_span_named_for_the_upstreams_prompt(spans: InMemorySpanExporter) -> None:
+    tracer = trace.get_tracer("test")
+    async with gateway([], ToolsetsConfig(core=("*",)), servers={"t": traced.build()}) as harness, \
+            Client(harness.server, mode="legacy") as client:
+        (listed,) = (await client.list_prompts()).prompts
+        with tracer.start_as_current_span("agent") as agent:
+            prompt = await client.get_prompt(listed.name)
+    upstream = _named(spans, "prompts/get meta", SpanKind.SERVER)
+    assert _lineage(spans, upstream) == [
+        "server prompts/get meta", "client prompts/get meta", f"server prompts/get {listed.name}", "internal agent"]
+    assert _named(spans, "prompts/get meta", SpanKind.CLIENT).attributes["gen_ai.prompt.name"] == "meta"
+    content = prompt.messages[0].content
+    assert isinstance(content, types.TextContent)
+    assert _carried(content.text)["traceparent"].split("-")[1] == format(agent.get_span_context().trace_id, "032x")
+
+
 def test_no_endpoint_no_export() -> None:
     before = trace.get_tracer_provider()
     export_traces({})()

@@ -20,6 +20,7 @@ import yaml
 from conftest import free_port
 from fleetdir import REPO, serve_http
 from mcp import Client, StdioServerParameters, stdio_client
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry import context as otel_context
 from opentelemetry import propagate
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -57,10 +58,12 @@ def _context(carrier: dict[str, str]) -> Iterator[None]:
         otel_context.detach(token)
 
 
-async def test_the_upstream_receives_the_downstreams_trace_context(tmp_path: Path) -> None:
-    async with Client(_serve(_fleet(tmp_path), {})) as client:
+@pytest.mark.parametrize("mode", ["legacy", "auto"])  # a handshake-era client, and a 2026-era one
+async def test_the_upstream_receives_the_downstreams_trace_context(tmp_path: Path, mode: str) -> None:
+    async with Client(_serve(_fleet(tmp_path), {}), mode=mode) as client:
         with _context(CARRIER):
             result = await client.call_tool("t__echo", {})
+        assert (mode == "legacy") is (client.protocol_version not in MODERN_PROTOCOL_VERSIONS)
     assert not result.is_error, result.content
     carried = json.loads(result.content[0].text)
     assert carried["traceparent"].split("-")[1] == TRACE_ID

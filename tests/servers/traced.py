@@ -1,7 +1,7 @@
 """An SDK server that answers with the trace context its requests carried in `_meta`.
 
 `echo` returns the request's `traceparent`/`tracestate`/`baggage` as JSON, `broken` answers with
-`isError`, and `trace://meta` reads back the same JSON. In process (`build()`) or over stdio.
+`isError`, and `trace://meta` and the prompt `meta` read back the same JSON. In process (`build()`) or over stdio.
 """
 
 from __future__ import annotations
@@ -41,8 +41,16 @@ def build() -> Server[Any]:
     async def read(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         return types.ReadResourceResult(contents=[types.TextResourceContents(uri=params.uri, text=_carried(ctx))])
 
+    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[types.Prompt(name="meta")])
+
+    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        text = types.TextContent(type="text", text=_carried(ctx))
+        return types.GetPromptResult(messages=[types.PromptMessage(role="user", content=text)])
+
     return Server("traced", on_list_tools=list_tools, on_call_tool=call_tool, on_list_resources=list_resources,
-                  on_list_resource_templates=list_templates, on_read_resource=read)
+                  on_list_resource_templates=list_templates, on_read_resource=read, on_list_prompts=list_prompts,
+                  on_get_prompt=get_prompt)
 
 
 def main() -> None:
