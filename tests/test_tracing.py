@@ -185,6 +185,15 @@ async def test_a_prompt_is_a_span_named_for_the_upstreams_prompt(spans: InMemory
     assert _carried(content.text)["traceparent"].split("-")[1] == format(agent.get_span_context().trace_id, "032x")
 
 
+@pytest.mark.parametrize("meta", [{"traceparent": 123}, {"baggage": 5}, {"traceparent": "not-a-traceparent"}])
+async def test_a_malformed_trace_context_is_ignored(meta: dict[str, Any], spans: InMemorySpanExporter) -> None:
+    async with gateway([], ToolsetsConfig(core=("*",)), servers={"t": traced.build()}) as harness, \
+            Client(harness.server, mode="legacy") as client:
+        result = await client.call_tool("t__echo", {}, meta=meta)  # type: ignore[arg-type]
+    assert not result.is_error
+    assert "tracestate" not in _carried(result.content[0].text)
+
+
 def test_no_endpoint_no_export() -> None:
     before = trace.get_tracer_provider()
     export_traces({})()

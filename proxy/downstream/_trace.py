@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from mcp import types
@@ -27,23 +28,30 @@ CARRIER_KEYS = ("traceparent", "tracestate", "baggage")
 _tracer = trace.get_tracer("toolbridge")
 
 
-def _carrier(ctx: ServerRequestContext[Any, Any]) -> Mapping[str, Any] | None:
-    """The request's trace context: its `_meta` first (SEP-414), else the HTTP headers, else none."""
-    if ctx.meta and any(key in ctx.meta for key in CARRIER_KEYS):
-        return ctx.meta
-    headers = getattr(ctx.request, "headers", None)
-    if headers is not None and any(key in headers for key in CARRIER_KEYS):
-        return {key: headers[key] for key in CARRIER_KEYS if key in headers}
+def _carrier(ctx: ServerRequestContext[Any, Any]) -> dict[str, str] | None:
+    """The request's trace context: its `_meta` first (SEP-414), else the HTTP headers, else none.
+
+    Only text values count: the propagators raise on anything else a client may put in `_meta`.
+    """
+    for source in (ctx.meta, getattr(ctx.request, "headers", None)):
+        if source and (carrier := {key: value for key in CARRIER_KEYS
+                                   if isinstance(value := source.get(key), str)}):
+            return carrier
     return None
 
 
 class TraceContext:
     """Context-tier middleware, outermost: the downstream request's trace context becomes current.
 
-    A malformed carrier is ignored (the propagators drop what they cannot parse).
+    A malformed carrier is ignored: values that are not text are dropped, and the propagators
+    drop text they cannot parse.
     """
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.meta and any(not isinstance(ctx.meta.get(key, ""), str) for key in CARRIER_KEYS):
+            # The SDK's span middleware, inside this one, fails the request on such a value.
+            meta = {key: value for key, value in ctx.meta.items() if key not in CARRIER_KEYS or isinstance(value, str)}
+            ctx = replace(ctx, meta=meta)  # type: ignore[arg-type]
         carrier = _carrier(ctx)
         if carrier is None:
             return await call_next(ctx)
