@@ -29,7 +29,7 @@ from proxy.config import Config, convert_client_config, holds_literal_secret, lo
 from proxy.downstream import LOOPBACK_HOSTS, REPLICA_ID_PATTERN, bridge
 from proxy.errors import UpstreamError, redact, remember_secrets
 from proxy.listing import estimate_tokens
-from proxy.ops import PROFILE_COLUMNS, UPSTREAM_COLUMNS, plain_table, status_rows
+from proxy.ops import PROFILE_COLUMNS, UPSTREAM_COLUMNS, export_traces, plain_table, status_rows
 from proxy.upstream import UpstreamState, login, token_store
 
 logger = logging.getLogger("proxy")
@@ -100,8 +100,12 @@ def _serve(args: argparse.Namespace, config: Config) -> None:
                              "(a-z, 0-9, '-'), e.g. a StatefulSet pod name")
         http = HttpOptions(host=args.host, port=args.port, auth_token=token, allowed_hosts=tuple(args.allowed_host),
                            allowed_origins=tuple(args.allowed_origin), replica_id=args.replica_id or None)
-    anyio.run(functools.partial(serve, config, context_tokens=args.context_tokens, profile=args.profile, http=http,
-                                watch=not args.no_watch, redis_url=args.redis_url or None))
+    stop_export = export_traces()
+    try:
+        anyio.run(functools.partial(serve, config, context_tokens=args.context_tokens, profile=args.profile,
+                                    http=http, watch=not args.no_watch, redis_url=args.redis_url or None))
+    finally:
+        stop_export()
     if http is None:
         _exit_past_stdin_reader()
 

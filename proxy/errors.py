@@ -5,7 +5,8 @@
     ├── UpstreamError(server, reason)        an upstream answered with an error
     │   ├── UpstreamUnavailable              not connected, or the connection died
     │   │   ├── UpstreamRefused              retrying soon will not help (command, credentials, not MCP)
-    │   │   │   └── UpstreamNeedsAuth        an OAuth upstream waits for the user's consent (`toolbridge login`)
+    │   │   │   ├── UpstreamNeedsAuth        an OAuth upstream waits for the user's consent (`toolbridge login`)
+    │   │   │   └── AuthorizationFailed      the OAuth flow itself failed (e.g. an `iss` from another issuer)
     │   │   └── SessionLost                  the upstream restarted and forgot us; the request never ran
     │   └── UpstreamTimeout                  no answer within the configured time
     └── ToolCallError                        a call refused before it reached any upstream
@@ -28,9 +29,11 @@ from typing import Any
 
 import httpx2
 from mcp import MCPError, types
+from mcp.client.auth import OAuthFlowError
 from pydantic import ValidationError
 
 __all__ = [
+    "AuthorizationFailed",
     "BridgeError",
     "ConfigError",
     "HttpResponse",
@@ -101,6 +104,10 @@ class UpstreamNeedsAuth(UpstreamRefused):
 
     def __init__(self, server: str) -> None:
         super().__init__(server, f"needs authorization; run `toolbridge login {server}`")
+
+
+class AuthorizationFailed(UpstreamRefused):
+    """The OAuth flow with the upstream's authorization server failed; its reason says how."""
 
 
 class SessionLost(UpstreamUnavailable):
@@ -181,7 +188,7 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 def _primary(exc: BaseException) -> BaseException:
     """The most telling leaf of a (possibly grouped) failure: transport errors beat the rest."""
     leaves = _leaves(exc)
-    for kind in (UpstreamError, httpx2.HTTPError, OSError, MCPError):
+    for kind in (UpstreamError, OAuthFlowError, httpx2.HTTPError, OSError, MCPError):
         for leaf in leaves:
             if isinstance(leaf, kind):
                 return leaf
@@ -206,6 +213,9 @@ def rejected_by_http(responses: Sequence[HttpResponse]) -> str | None:
     return None
 
 
+SHOWN_OAUTH_REASON = 300  # characters; the reason can quote the authorization server's own text
+
+
 def translate(
     server: str,
     exc: BaseException,
@@ -223,6 +233,8 @@ def translate(
     leaf = _primary(exc)
     if isinstance(leaf, UpstreamError):
         return leaf
+    if isinstance(leaf, OAuthFlowError):  # its 401 says less than the flow's own reason
+        return AuthorizationFailed(server, f"authorization failed: {str(leaf)[:SHOWN_OAUTH_REASON]}")
     if connecting and (why := rejected_by_http(responses)) is not None:
         return UpstreamRefused(server, why)
     what = f"{during}: " if during else ""

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -36,20 +37,30 @@ class ToolFilter(_Frozen):
 class OAuthSettings(_Frozen):
     """`auth: oauth` on a remote upstream; the short form means every setting is discovered.
 
-    Without `client_id` the client registers itself (RFC 7591); `redirect_port` is the loopback
-    port `toolbridge login` listens on for the authorization code.
+    Without `client_id` the client identifies itself by `client_metadata_url` (a Client ID Metadata
+    Document the operator hosts) where the authorization server supports that, and registers
+    itself (RFC 7591) otherwise; `redirect_port` is the loopback port `toolbridge login` listens on
+    for the authorization code.
     """
 
     type: Literal["oauth"] = "oauth"
     client_id: str | None = None
     client_secret: str | None = None
+    client_metadata_url: str | None = None
     scopes: tuple[str, ...] = ()
     redirect_port: int = Field(default=DEFAULT_REDIRECT_PORT, ge=1, le=65535)
 
     @model_validator(mode="after")
-    def _secret_needs_id(self) -> OAuthSettings:
+    def _one_client_identity(self) -> OAuthSettings:
         if self.client_secret is not None and self.client_id is None:
             raise ValueError("'client_secret' needs a 'client_id'")
+        if self.client_metadata_url is not None:
+            if self.client_id is not None:
+                raise ValueError("'client_id' and 'client_metadata_url' are two client identities; set one")
+            url = urlsplit(self.client_metadata_url)
+            if url.scheme != "https" or not url.netloc or url.path in ("", "/"):
+                raise ValueError("'client_metadata_url' must be an https URL with a path "
+                                 "(the Client ID Metadata Document's address)")
         return self
 
 

@@ -16,6 +16,7 @@ from proxy.downstream._carried import ExtensionsAdvertiser
 from proxy.downstream._observe import ConnectionId
 from proxy.downstream._server import Handlers
 from proxy.downstream._tasks import TaskIdParams, TaskUpdateParams
+from proxy.downstream._trace import TraceContext
 from proxy.upstream import TASKS
 
 
@@ -44,7 +45,8 @@ def build_server(handlers: Handlers) -> Server[Any]:
 
     The SDK wraps every request in an OpenTelemetry span by default; with no tracer provider
     installed when the server is built, those spans record nothing and only cost CPU on every
-    call, so that middleware is dropped (the way the SDK documents to opt out).
+    call, so that middleware is dropped (the way the SDK documents to opt out). `TraceContext` runs
+    outermost either way, so the downstream's trace context reaches the upstream.
     """
 
     @asynccontextmanager
@@ -83,4 +85,5 @@ def build_server(handlers: Handlers) -> Server[Any]:
     if not tracing():
         server.middleware = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
     server.middleware.append(ExtensionsAdvertiser(handlers.view_of))
+    server.middleware.insert(0, TraceContext())
     return server

@@ -13,6 +13,7 @@ from proxy.downstream._carried import list_hint
 from proxy.downstream._channels import RequestContext
 from proxy.downstream._protocol import Upstreams, page, protocol_error
 from proxy.downstream._resources import ChannelOf, ViewOf
+from proxy.downstream._trace import upstream_span
 from proxy.errors import ToolbridgeError
 from proxy.views import SessionView
 
@@ -42,8 +43,9 @@ class Prompts:
         server, raw = _prompt(await self.view_of(ctx), params.name)
         arguments = params.arguments
         try:
-            return await self.upstreams.request(server, f"prompt {raw!r}", lambda c: c.get_prompt(raw, arguments),
-                                                self.channel_of(ctx))
+            with upstream_span(server, "prompts/get", raw, {"gen_ai.prompt.name": raw}):
+                return await self.upstreams.request(server, f"prompt {raw!r}",
+                                                    lambda c: c.get_prompt(raw, arguments), self.channel_of(ctx))
         except ToolbridgeError as exc:
             raise protocol_error(exc) from exc
 

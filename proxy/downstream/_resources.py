@@ -17,6 +17,7 @@ from mcp import MCPError, types
 from proxy.downstream._carried import list_hint
 from proxy.downstream._channels import RequestContext
 from proxy.downstream._protocol import Upstreams, page, protocol_error
+from proxy.downstream._trace import upstream_span
 from proxy.errors import ToolbridgeError
 from proxy.upstream import BackChannel, rewrite_ui_read
 from proxy.views import SessionView
@@ -142,8 +143,9 @@ class Resources:
     async def read(self, ctx: RequestContext, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         server, uri = _route(await self.view_of(ctx), params.uri)
         try:
-            result = await self.upstreams.request(server, f"resource {uri!r}", lambda c: c.read_resource(uri),
-                                                  self.channel_of(ctx))
+            with upstream_span(server, "resources/read", attributes={"mcp.resource.uri": uri}):
+                result = await self.upstreams.request(server, f"resource {uri!r}", lambda c: c.read_resource(uri),
+                                                      self.channel_of(ctx))
         except ToolbridgeError as exc:
             raise protocol_error(exc) from exc
         return rewrite_ui_read(result, server)

@@ -20,6 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from proxy.config import UpstreamConfig
 from proxy.errors import (
+    AuthorizationFailed,
     HttpResponse,
     UpstreamNeedsAuth,
     UpstreamRefused,
@@ -86,7 +87,7 @@ async def _open_http(
                 return client, "streamable-http"
         except Exception as exc:
             if transport != "auto" or rejected_by_http(responses) is None or isinstance(
-                translate(config.name, exc), UpstreamNeedsAuth
+                translate(config.name, exc), UpstreamNeedsAuth | AuthorizationFailed
             ):
                 raise
             logger.info("server %s: Streamable HTTP rejected; trying SSE", config.name)

@@ -1,8 +1,10 @@
 """OAuth 2.1 to a remote upstream, through the SDK's `OAuthClientProvider` as an httpx2 `Auth`.
 
 The SDK does the protocol: protected-resource and authorization-server metadata discovery,
-dynamic client registration when no `client_id` is configured, authorization code + PKCE, the
-token refresh, and a fresh authorization on a 401. What is ours: where tokens live
+the client's identity when no `client_id` is configured (the `client_metadata_url` document where
+the authorization server takes one, dynamic client registration otherwise), authorization code +
+PKCE with the `iss` check of the response (RFC 9207), credentials bound to their issuer, the token
+refresh, and a fresh authorization on a 401. What is ours: where tokens live, per issuer
 (`TokenStore`), refreshing a little *before* expiry (also for a token loaded after a restart),
 and what happens when a person's consent is needed. While serving nobody can give it, so the
 flow stops with `UpstreamNeedsAuth` naming `toolbridge login <server>`; `toolbridge login`
@@ -99,9 +101,13 @@ def oauth_auth(
         response_types=["code"],
         scope=" ".join(settings.scopes) or None,
     )
+    store = token_store(config, config_dir)
     provider = OAuthClientProvider(
-        config.url, metadata, token_store(config, config_dir),
+        config.url, metadata, store,
         redirect_handler=open_url or needs_consent, callback_handler=wait_for_code or no_code,
+        client_metadata_url=settings.client_metadata_url,
     )
     provider.context = _EarlyRefresh(**{f.name: getattr(provider.context, f.name) for f in fields(OAuthContext)})
+    context = provider.context
+    store.issuer_of = lambda: str(context.oauth_metadata.issuer) if context.oauth_metadata is not None else None
     return provider

@@ -23,11 +23,13 @@ from mcp.server.auth.provider import (
     RefreshToken,
     construct_redirect_uri,
 )
+from mcp.server.auth.routes import build_metadata, create_auth_routes
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, RevocationOptions
-from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken, ProtectedResourceMetadata
 from pydantic import AnyHttpUrl
+from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from servers.controllable import build_server
@@ -52,9 +54,16 @@ class AuthServer:
     _access_of: dict[str, str] = field(default_factory=dict)  # refresh token -> its access token
     discoveries: int = 0  # protected-resource metadata fetches: one per attempt to authorize
     issued: list[str] = field(default_factory=list)  # every token string ever handed out
+    # Client ID Metadata Documents, by URL: what this server would fetch from there. With any, the
+    # metadata says `client_id_metadata_document_supported`.
+    documents: dict[str, OAuthClientInformationFull] = field(default_factory=dict)
+    iss: str | None = None  # the `iss` of its authorization responses (RFC 9207); none by default
+
+    presented: list[str] = field(default_factory=list)  # every client id and refresh token it was shown
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
-        return self.clients.get(client_id)
+        self.presented.append(client_id)
+        return self.clients.get(client_id) or self.documents.get(client_id)
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         assert client_info.client_id is not None
@@ -77,6 +86,7 @@ class AuthServer:
         return self._issue(authorization_code.client_id, authorization_code.scopes, authorization_code.resource)
 
     async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str) -> RefreshToken | None:
+        self.presented.append(refresh_token)
         found = self.refresh.get(refresh_token)
         return found if found is not None and found.client_id == client.client_id else None
 
@@ -136,25 +146,30 @@ class AuthServer:
             code_challenge=params.code_challenge, redirect_uri=params.redirect_uri,
             redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly, resource=params.resource,
         )
-        return RedirectResponse(construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state),
-                                status_code=302)
+        return RedirectResponse(construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state,
+                                                       iss=self.iss), status_code=302)
+
+    def metadata(self, settings: AuthSettings) -> Route:
+        """Its authorization server metadata, saying whether it takes Client ID Metadata Documents."""
+        assert settings.client_registration_options and settings.revocation_options
+
+        async def serve(request: Request) -> Response:
+            metadata = build_metadata(settings.issuer_url, None, settings.client_registration_options,
+                                      settings.revocation_options)
+            metadata.client_id_metadata_document_supported = bool(self.documents) or None
+            return JSONResponse(metadata.model_dump(mode="json", exclude_none=True))
+
+        return Route("/.well-known/oauth-authorization-server", serve)
 
 
 def oauth_app(auth: AuthServer, state: Any = None) -> Any:
     """The controllable server at `/mcp`, reachable only with a token `auth` issued for it."""
-    settings = AuthSettings(
-        issuer_url=AnyHttpUrl(auth.base),
-        resource_server_url=AnyHttpUrl(f"{auth.base}/mcp"),
-        validate_token_resource=True,
-        required_scopes=[SCOPE],
-        client_registration_options=ClientRegistrationOptions(enabled=True, valid_scopes=[SCOPE],
-                                                              default_scopes=[SCOPE]),
-        revocation_options=RevocationOptions(enabled=True),
-    )
+    settings = _settings(auth.base, f"{auth.base}/mcp")
     app = build_server(state).streamable_http_app(
         auth=settings, token_verifier=ProviderTokenVerifier(auth), auth_server_provider=auth,
         custom_starlette_routes=[Route("/consent", auth.consent_page, methods=["GET", "POST"])],
     )
+    app.router.routes.insert(0, auth.metadata(settings))  # ahead of the SDK's own
 
     async def counting(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["path"].startswith("/.well-known/oauth-protected-resource"):
@@ -162,6 +177,53 @@ def oauth_app(auth: AuthServer, state: Any = None) -> Any:
         await app(scope, receive, send)
 
     return counting
+
+
+def _settings(issuer: str, resource: str | None) -> AuthSettings:
+    return AuthSettings(
+        issuer_url=AnyHttpUrl(issuer),
+        resource_server_url=AnyHttpUrl(resource) if resource else None,
+        validate_token_resource=resource is not None,
+        required_scopes=[SCOPE],
+        client_registration_options=ClientRegistrationOptions(enabled=True, valid_scopes=[SCOPE],
+                                                              default_scopes=[SCOPE]),
+        revocation_options=RevocationOptions(enabled=True),
+    )
+
+
+def authorization_app(auth: AuthServer) -> Starlette:
+    """`auth` alone, an authorization server on its own origin (for `MovingResource`)."""
+    settings = _settings(auth.base, None)
+    assert settings.client_registration_options and settings.revocation_options
+    routes = create_auth_routes(auth, settings.issuer_url, None, settings.client_registration_options,
+                                settings.revocation_options)
+    return Starlette(routes=[auth.metadata(settings), *routes,
+                             Route("/consent", auth.consent_page, methods=["GET", "POST"])])
+
+
+@dataclass
+class MovingResource:
+    """The controllable server at `<base>/mcp`, trusting whichever authorization server `auth` is now
+    (an upstream that moves to another issuer): its protected-resource metadata names it, and only
+    its tokens are accepted."""
+
+    base: str
+    auth: AuthServer
+
+    def app(self, state: Any = None) -> Any:
+        resource = f"{self.base}/mcp"
+        app = build_server(state).streamable_http_app(auth=_settings(self.auth.base, resource), token_verifier=self)
+
+        async def metadata(request: Request) -> Response:
+            described = ProtectedResourceMetadata(resource=AnyHttpUrl(resource), scopes_supported=[SCOPE],
+                                                  authorization_servers=[AnyHttpUrl(self.auth.base)])
+            return JSONResponse(described.model_dump(mode="json", exclude_none=True))
+
+        app.router.routes.insert(0, Route("/.well-known/oauth-protected-resource/mcp", metadata))
+        return app
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        return await ProviderTokenVerifier(self.auth).verify_token(token)
 
 
 async def consent(authorization_url: str, decision: str = "allow") -> None:
