@@ -1,10 +1,14 @@
 """Each upstream's resources, resource templates and prompts, and one session's aggregate of them.
 
 Resource URIs pass unchanged. Two servers listing the same URI (or the same template) are settled
-by server-name order: the first owns the plain form, the other's copy is listed and reachable as
-`toolbridge://server/<server>/<uri>`. Prompt names are exposed like tool names (`<server>__<prompt>`,
-or raw under `prefix: false`). Synchronous, on one event loop; every change bumps the registry's
-generation, so the session views and list_changed announcements keyed on it follow.
+by time: the server that listed it first owns the plain form, and keeps it while it reconnects;
+the other's copy is listed and reachable as `toolbridge://server/<server>/<uri>`. A server's name
+never decides, so none can be named to sort early and take over another's `file://` URIs; the
+same goes for overlapping templates, tried in the order they were first listed. Shadowing is
+logged once as a warning and reported by `shadowed()` (in `/status`). Prompt names are exposed
+like tool names (`<server>__<prompt>`, or raw under `prefix: false`). Synchronous, on one event
+loop; every change bumps the registry's generation, so the session views and list_changed
+announcements keyed on it follow.
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ from pydantic import BaseModel
 
 from proxy.names import NameSource, assign_names
 from proxy.registry import Registry
+from proxy.text import clean
 
-__all__ = ["QUALIFIED_PREFIX", "CatalogView", "Catalogs", "ServerCatalog", "qualified_uri"]
+__all__ = ["QUALIFIED_PREFIX", "CatalogView", "Catalogs", "ServerCatalog", "Shadowed", "qualified_uri"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +59,19 @@ class ServerCatalog:
     @property
     def empty(self) -> bool:
         return not (self.resources or self.templates or self.prompts)
+
+
+@dataclass(frozen=True)
+class Shadowed:
+    """A URI or template listed by more than one server: who owns the plain form, whose copies wait."""
+
+    uri: str
+    kind: str  # "resource" or "template"
+    owner: str
+    others: tuple[str, ...]
+
+
+Claim = tuple[str, str]  # ("resource" or "template", the URI or template as listed)
 
 
 @dataclass(frozen=True)
@@ -91,7 +109,7 @@ class CatalogView:
     def route_uri(self, uri: str) -> tuple[str, str] | None:
         """(server, upstream URI) for a listed URI, a qualified form, or a template match; else None.
 
-        Templates are tried in server-name order, so overlapping templates have one owner. A URI over
+        Templates are tried in the order they were first listed, so overlapping templates have one owner. A URI over
         `MAX_URI_CHARS` is nobody's: each template would scan it.
         """
         if len(uri) > MAX_URI_CHARS:
@@ -127,6 +145,10 @@ class Catalogs:
         self._prompt_names: dict[str, dict[str, str]] = {}
         self._views: dict[tuple[int, tuple[str, ...]], CatalogView] = {}
         self._logged: set[str] = set()
+        # When each server first listed each URI and template, by a counter. A withdrawn server keeps
+        # its claims (it owns its URIs again when it returns); a new listing replaces them.
+        self._claims: dict[str, dict[Claim, int]] = {}
+        self._clock = 0
 
     @property
     def servers(self) -> list[str]:
@@ -140,6 +162,30 @@ class Catalogs:
         catalog = ServerCatalog(tuple(resources), tuple(templates), tuple(prompts))
         if self._catalogs.get(server) == catalog and self._prefix.get(server, True) == prefix:
             return
+        self._claim(server, catalog)
+        self._publish(server, catalog, prefix)
+
+    def remove_server(self, server: str) -> None:
+        """The server is gone for now: its catalog leaves, its claims stay for when it returns."""
+        if server in self._catalogs:
+            self._publish(server, ServerCatalog(), True)
+
+    def _claim(self, server: str, catalog: ServerCatalog) -> None:
+        old = self._claims.pop(server, {})
+        claims: dict[Claim, int] = {}
+        for claim in [("resource", r.uri) for r in catalog.resources] + [
+                ("template", t.uri_template) for t in catalog.templates]:
+            if claim not in claims:
+                if claim not in old:
+                    self._clock += 1
+                claims[claim] = old.get(claim, self._clock)
+        if claims:
+            self._claims[server] = claims
+
+    def _claimed_at(self, server: str, claim: Claim) -> int:
+        return self._claims.get(server, {}).get(claim, self._clock + 1)
+
+    def _publish(self, server: str, catalog: ServerCatalog, prefix: bool) -> None:
         if catalog.empty:
             self._catalogs.pop(server, None)
             self._prefix.pop(server, None)
@@ -153,9 +199,6 @@ class Catalogs:
         self._log_collisions()
         self.registry.bump()
 
-    def remove_server(self, server: str) -> None:
-        self.set_server_catalog(server, (), (), ())
-
     def view(self, servers: Iterable[str]) -> CatalogView:
         """The aggregate over `servers` (those with a catalog), in server-name order."""
         chosen = tuple(sorted(s for s in set(servers) if s in self._catalogs))
@@ -168,48 +211,78 @@ class Catalogs:
         return view
 
     def _build(self, servers: tuple[str, ...]) -> CatalogView:
+        owners = self._owners(servers, "resource")
+        template_owners = self._owners(servers, "template")
         resources: list[types.Resource] = []
-        owners: dict[str, str] = {}
         templates: list[types.ResourceTemplate] = []
-        routes: list[_Template] = []
-        seen_templates: set[str] = set()
+        routes: list[tuple[int, _Template]] = []
         prompts: list[types.Prompt] = []
         prompt_routes: dict[str, tuple[str, str]] = {}
         for server in servers:
             catalog = self._catalogs[server]
+            plain: set[str] = set()
             for resource in catalog.resources:
-                if resource.uri in owners:
+                if owners[resource.uri] != server or resource.uri in plain:
                     resource = resource.model_copy(update={"uri": qualified_uri(server, resource.uri)})
-                owners.setdefault(resource.uri, server)
+                plain.add(resource.uri)
                 resources.append(resource)
             for template in catalog.templates:
-                routes.append(_Template(server, template, _parse(template.uri_template)))
-                if template.uri_template in seen_templates:
+                claimed = self._claimed_at(server, ("template", template.uri_template))
+                routes.append((claimed, _Template(server, template, _parse(template.uri_template))))
+                if template_owners[template.uri_template] != server or template.uri_template in plain:
                     template = template.model_copy(
                         update={"uri_template": qualified_uri(server, template.uri_template)})
-                seen_templates.add(template.uri_template)
+                plain.add(template.uri_template)
                 templates.append(template)
             for prompt in catalog.prompts:
                 name = self._prompt_names[server][prompt.name]
                 prompt_routes[name] = (server, prompt.name)
                 prompts.append(prompt.model_copy(update={"name": name}))
+        routes.sort(key=lambda route: route[0])  # stable: one server's templates keep their order
         return CatalogView(servers, tuple(resources), tuple(templates), tuple(prompts), prompt_routes, owners,
-                           tuple(routes))
+                           tuple(route for _, route in routes))
+
+    def _owners(self, servers: Iterable[str], kind: str) -> dict[str, str]:
+        """URI (or template) → the one of `servers` that listed it first."""
+        owners: dict[str, str] = {}
+        for server in servers:
+            for uri in _listed(self._catalogs[server], kind):
+                owner = owners.get(uri)
+                if owner is None or self._claimed_at(server, (kind, uri)) < self._claimed_at(owner, (kind, uri)):
+                    owners[uri] = server
+        return owners
+
+    def shadowed(self) -> list[Shadowed]:
+        """Every URI and template more than one connected server lists, by kind and URI."""
+        found = []
+        for kind in ("resource", "template"):
+            listers: dict[str, list[str]] = {}
+            for server in self.servers:
+                for uri in dict.fromkeys(_listed(self._catalogs[server], kind)):
+                    listers.setdefault(uri, []).append(server)
+            for uri, servers in sorted(listers.items()):
+                if len(servers) > 1:
+                    servers.sort(key=lambda s, claim=(kind, uri): self._claimed_at(s, claim))
+                    found.append(Shadowed(uri, kind, servers[0], tuple(servers[1:])))
+        return found
 
     def _log_collisions(self) -> None:
-        first: dict[str, str] = {}
-        for server in self.servers:
-            catalog = self._catalogs[server]
-            for uri in [r.uri for r in catalog.resources] + [t.uri_template for t in catalog.templates]:
-                owner = first.setdefault(uri, server)
-                if owner != server:
-                    self._log_once(f"servers {owner} and {server} both list {uri!r}: {owner} owns it; "
-                                   f"{server}'s copy is {qualified_uri(server, uri)}")
+        for entry in self.shadowed():
+            for other in entry.others:
+                self._log_once(f"servers {entry.owner} and {other} both list the {entry.kind} {entry.uri!r}: "
+                               f"{entry.owner} listed it first and owns it; {other}'s copy is "
+                               f"{qualified_uri(other, entry.uri)!r}")
 
     def _log_once(self, message: str) -> None:
         if message not in self._logged:
             self._logged.add(message)
-            logger.warning("%s", message)
+            logger.warning("%s", clean(message))
+
+
+def _listed(catalog: ServerCatalog, kind: str) -> list[str]:
+    if kind == "resource":
+        return [r.uri for r in catalog.resources]
+    return [t.uri_template for t in catalog.templates]
 
 
 def _parse(template: str) -> UriTemplate | None:

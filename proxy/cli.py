@@ -208,6 +208,9 @@ def _print_status(report: dict[str, Any]) -> None:
         print("\n\n".join(plain_table(columns, rows) for columns, rows in tables))
     for problem in report["config_problems"]:
         print(f"config problem: {problem}")
+    for entry in report.get("shadowed_uris", []):
+        print(f"shadowed {entry['kind']}: {entry['uri']} is {entry['owner']}'s; "
+              f"{', '.join(entry['shadowed'])} listed it later (reachable as {', '.join(entry['reachable_as'])})")
 
 
 def _import(args: argparse.Namespace) -> int:

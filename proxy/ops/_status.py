@@ -5,12 +5,16 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from proxy.catalogs import qualified_uri
 from proxy.config import Config
 from proxy.errors import redact
+from proxy.text import clean
 from proxy.upstream import Fleet
 from proxy.views import Views
 
 __all__ = ["status_report"]
+
+MAX_SHADOWED = 100  # a hostile server could list many thousands of others' URIs
 
 
 def _iso(timestamp: float | None) -> str | None:
@@ -47,9 +51,16 @@ def status_report(config: Config, fleet: Fleet, views: Views) -> dict[str, Any]:
             "core_tools": len(view.core),
             "deferred_tools": surface.deferred_count,
         }
+    shadowed = views.catalogs.shadowed()
     return {
         "upstreams": upstreams,
         "profiles": profiles,
+        "shadowed_uris": [
+            {"uri": clean(e.uri), "kind": e.kind, "owner": e.owner, "shadowed": list(e.others),
+             "reachable_as": [clean(qualified_uri(other, e.uri)) for other in e.others]}
+            for e in shadowed[:MAX_SHADOWED]
+        ],
+        "shadowed_uris_total": len(shadowed),
         "config_problems": [str(problem) for problem in config.problems],
         "config_warnings": [redact(warning) for warning in config.warnings],
     }
