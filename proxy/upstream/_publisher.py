@@ -1,5 +1,5 @@
-"""What the fleet publishes for each member: its tools to the registry, its resources and prompts to the
-catalog sink, and its last good tool list to the catalog cache.
+"""What the fleet publishes for each member: its tools to the registry (screened by the `ToolGate`), its
+resources and prompts to the catalog sink, and its last good tool list to the catalog cache.
 
 Listings take turns (`Turns`): one answer's transient objects are gone before the next arrives, so
 they do not interleave with what the registry keeps. A slow server holds the turn for at most
@@ -16,6 +16,7 @@ from mcp import types
 
 from proxy.shared import CatalogCache  # on disk (upstream/_cache.py) or in Redis
 from proxy.upstream._client import Connection
+from proxy.upstream._gate import ToolGate
 from proxy.upstream._member import Member, UpstreamState
 from proxy.upstream._turns import Turns
 
@@ -50,10 +51,12 @@ class CatalogSink(Protocol):
 class Publisher:
     """Puts what a member lists where the rest of toolbridge reads it."""
 
-    def __init__(self, registry: ToolSink, catalogs: CatalogSink | None, cache: CatalogCache | None) -> None:
+    def __init__(self, registry: ToolSink, catalogs: CatalogSink | None, cache: CatalogCache | None,
+                 gate: ToolGate | None = None) -> None:
         self.registry = registry
         self.catalogs = catalogs
         self.cache = cache
+        self.gate = gate
         self._turns = Turns(LISTING_PATIENCE)
 
     async def refresh(self, up: Member, conn: Connection) -> None:
@@ -64,6 +67,8 @@ class Publisher:
         conn.signals.changed = False  # a notification during the listing triggers one more refresh
         async with self._turns.turn():
             tools = await conn.list_tools()
+            if self.gate is not None:  # a changed tool on a pinned server waits for approval
+                tools = await self.gate.screen(up.name, tools, pinned=up.config.pin, prefix=up.config.prefix)
             if self.catalogs is not None:
                 resources, templates, prompts = await conn.list_catalog()
                 self.catalogs.set_server_catalog(up.name, resources, templates, prompts, prefix=up.config.prefix)
@@ -89,6 +94,8 @@ class Publisher:
         return [up for up, _ in found]
 
     def withdraw(self, up: Member) -> None:
+        if self.gate is not None:
+            self.gate.forget(up.name)
         self.registry.remove_server(up.name)
         if self.catalogs is not None:
             self.catalogs.remove_server(up.name)
