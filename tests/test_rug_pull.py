@@ -24,7 +24,7 @@ from proxy.app import Gateway, fingerprints_path, run_gateway
 from proxy.config import AuditConfig, Config, ToolsetsConfig
 from proxy.downstream import ChangeNotifier, Handlers, build_server
 from proxy.ops import AuditLog
-from proxy.upstream import FingerprintStore, fingerprint
+from proxy.upstream import FingerprintStore, ToolGate, fingerprint
 
 pytestmark = pytest.mark.anyio
 
@@ -139,3 +139,17 @@ def test_the_fingerprint_covers_every_part_of_a_definition_a_model_reads(field: 
                "output_schema": {"type": "object"}, "annotations": types.ToolAnnotations(destructive_hint=True)}
     assert fingerprint(base.model_copy(update={field: changed[field]})) != fingerprint(base)
     assert fingerprint(base.model_copy(update={"meta": {"x": 1}})) == fingerprint(base)
+
+
+async def test_the_warning_never_carries_the_upstreams_control_characters(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    gate = ToolGate(FingerprintStore(tmp_path / "fingerprints.json"))
+    name = "echo\x1b[2J\r2026-12-01 ERROR proxy: FORGED"
+    first = types.Tool(name=name, description="one", input_schema={"type": "object"})
+    assert await gate.screen("ctl", [first], pinned=True, prefix=True) == [first]
+    with caplog.at_level(logging.WARNING, logger="proxy.upstream._gate"):
+        assert await gate.screen("ctl", [first.model_copy(update={"description": "two"})], pinned=True,
+                                 prefix=True) == []
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "\x1b" not in warning and "\r" not in warning and "FORGED" in warning
