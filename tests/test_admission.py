@@ -101,3 +101,13 @@ async def test_sessions_with_a_request_in_flight_are_never_evicted() -> None:
             refused = await http.post(f"{base}/mcp", json=INITIALIZE, headers=HEADERS)
             assert refused.status_code == 503
             assert forgotten == []
+
+
+async def test_a_request_that_opens_no_session_evicts_nobody() -> None:
+    forgotten: list[Hashable] = []
+    async with serve_app(app(forgotten, max_sessions=100, max_sessions_per_principal=2)) as base, \
+            http_from("127.0.0.1") as http:
+        sessions = [await abandoned_session(http, base) for _ in range(2)]
+        for junk in (b'{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}', b"not json"):
+            assert (await http.post(f"{base}/mcp", content=junk, headers=HEADERS)).status_code == 400
+        assert [await alive(http, base, s) for s in sessions] == [True, True] and forgotten == []

@@ -56,7 +56,8 @@ class SessionAdmission:
 
     `app` is what serves a session request (the SDK's session manager); `forget` is told of an
     evicted session as of one its client deleted. Sessions the SDK reaped for idleness
-    (`idle_timeout`) are dropped from the count by time.
+    (`idle_timeout`) are dropped from the count by time. Room is made once the SDK has opened the
+    new session, so a request that opens none (not an `initialize`, or refused) evicts nobody.
     """
 
     def __init__(self, app: ASGIApp, *, max_sessions: int, max_per_principal: int, idle_timeout: float,
@@ -67,8 +68,8 @@ class SessionAdmission:
         self.idle_timeout = idle_timeout
         self.forget = forget
         self._sessions: dict[str, _Session] = {}
+        self._by_principal: dict[str, dict[str, _Session]] = {}
         self._opening: dict[str, int] = {}
-        self.evictions = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = Headers(scope=scope)
@@ -86,18 +87,19 @@ class SessionAdmission:
 
     async def _open(self, scope: Scope, receive: Receive, send: Send) -> None:
         principal = principal_of(scope)
-        if not await self._make_room(principal):
-            logger.warning("refusing a new session: every one of the %d open sessions has a request in flight",
-                           len(self._sessions))
+        if not self._room_possible(principal):
+            logger.warning("refusing a new session: every session that could make room has a request in flight")
             body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": "Too many open sessions"}}
             await JSONResponse(body, status_code=503)(scope, receive, send)
             return
+        issued: list[str] = []
 
         async def watched(message: Message) -> None:
             if message["type"] == "http.response.start" and message["status"] < 400:
-                issued = Headers(raw=message.get("headers", [])).get(_SESSION_HEADER)
-                if issued is not None:
-                    self._sessions[issued] = _Session(principal, scope, time.monotonic())
+                session_id = Headers(raw=message.get("headers", [])).get(_SESSION_HEADER)
+                if session_id is not None:
+                    self._add(session_id, _Session(principal, scope, time.monotonic()))
+                    issued.append(session_id)
             await send(message)
 
         self._opening[principal] = self._opening.get(principal, 0) + 1
@@ -107,6 +109,8 @@ class SessionAdmission:
             self._opening[principal] -= 1
             if not self._opening[principal]:
                 del self._opening[principal]
+        if issued:
+            await self._make_room(principal, keep=issued[0])
 
     async def _serve(self, session_id: str, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve a request of a known session, counting it in flight; a 404 or a DELETE ends the session."""
@@ -127,53 +131,71 @@ class SessionAdmission:
             session.in_flight -= 1
             session.last_active = time.monotonic()
             if status == 404 or (scope["method"] == "DELETE" and 200 <= status < 300):
-                self._sessions.pop(session_id, None)
+                self._remove(session_id)
 
-    async def _make_room(self, principal: str) -> bool:
-        """Evict what the caps require for one more session of `principal`; False when that cannot be done."""
-        self._drop_expired()
-        held = self._count(principal) + self._opening.get(principal, 0)
-        if held >= self.max_per_principal:
-            victim = self._idle_oldest(principal)
-            if victim is None:
-                return False
-            await self._evict(victim, f"its principal holds {held} sessions (at most {self.max_per_principal})")
+    def _room_possible(self, principal: str) -> bool:
+        """Whether one more session of `principal` fits, or an idle session could go for it."""
+        own = len(self._by_principal.get(principal, ())) + self._opening.get(principal, 0)
         total = len(self._sessions) + sum(self._opening.values())
-        if total >= self.max_sessions:
-            victim = self._idle_oldest(self._largest_holder())
+        if own < self.max_per_principal and total < self.max_sessions:
+            return True
+        self._drop_expired()
+        if own >= self.max_per_principal and self._idle_oldest(principal) is None:
+            return False
+        return total < self.max_sessions or self._largest_holder() is not None
+
+    async def _make_room(self, principal: str, keep: str) -> None:
+        """Evict idle sessions until the caps hold again (never `keep`, the session just opened)."""
+        while len(self._by_principal.get(principal, ())) > self.max_per_principal:
+            victim = self._idle_oldest(principal, keep)
             if victim is None:
-                return False
-            await self._evict(victim, f"{total} sessions are open (at most {self.max_sessions})")
-        return True
+                return
+            await self._evict(victim, f"its principal holds more than {self.max_per_principal} sessions")
+        while len(self._sessions) > self.max_sessions:
+            victim = self._idle_oldest(self._largest_holder(keep), keep)
+            if victim is None:
+                return
+            await self._evict(victim, f"more than {self.max_sessions} sessions are open")
 
-    def _count(self, principal: str) -> int:
-        return sum(1 for s in self._sessions.values() if s.principal == principal)
+    def _add(self, session_id: str, session: _Session) -> None:
+        self._sessions[session_id] = session
+        self._by_principal.setdefault(session.principal, {})[session_id] = session
 
-    def _largest_holder(self) -> str | None:
+    def _remove(self, session_id: str) -> _Session | None:
+        session = self._sessions.pop(session_id, None)
+        if session is not None:
+            own = self._by_principal[session.principal]
+            del own[session_id]
+            if not own:
+                del self._by_principal[session.principal]
+        return session
+
+    def _largest_holder(self, keep: str | None = None) -> str | None:
         """The principal with the most idle sessions (ties: the one whose idle session is oldest)."""
-        idle: dict[str, tuple[int, float]] = {}
-        for s in self._sessions.values():
-            if not s.in_flight:
-                count, oldest = idle.get(s.principal, (0, s.last_active))
-                idle[s.principal] = (count + 1, min(oldest, s.last_active))
-        return max(idle, key=lambda p: (idle[p][0], -idle[p][1]), default=None)
+        best: tuple[int, float] | None = None
+        chosen = None
+        for principal, own in self._by_principal.items():
+            idle = [s.last_active for sid, s in own.items() if not s.in_flight and sid != keep]
+            if idle and (best is None or (len(idle), -min(idle)) > best):
+                best, chosen = (len(idle), -min(idle)), principal
+        return chosen
 
-    def _idle_oldest(self, principal: str | None) -> str | None:
-        candidates = [(s.last_active, sid) for sid, s in self._sessions.items()
-                      if s.principal == principal and not s.in_flight]
+    def _idle_oldest(self, principal: str | None, keep: str | None = None) -> str | None:
+        own = self._by_principal.get(principal, {}) if principal is not None else {}
+        candidates = [(s.last_active, sid) for sid, s in own.items() if not s.in_flight and sid != keep]
         return min(candidates)[1] if candidates else None
 
     def _drop_expired(self) -> None:
         """Forget sessions the SDK has reaped: idle for longer than its timeout."""
         cutoff = time.monotonic() - self.idle_timeout
         for sid in [sid for sid, s in self._sessions.items() if not s.in_flight and s.last_active < cutoff]:
-            del self._sessions[sid]
+            self._remove(sid)
 
     async def _evict(self, session_id: str, why: str) -> None:
         """Close the session through the SDK as its client would (DELETE, same credential)."""
-        session = self._sessions.pop(session_id)
+        session = self._remove(session_id)
+        assert session is not None
         logger.info("closing idle session %s to make room: %s", session_id[:16], why)
-        self.evictions += 1
         opening = session.opening
         headers = [(b"mcp-session-id", session_id.encode())]
         headers += [(n, v) for n, v in opening["headers"] if n.lower() in (b"host", b"authorization")]
