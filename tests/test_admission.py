@@ -15,8 +15,12 @@ from conftest import serve_app
 from inprocess import Upstream, tool
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from starlette.types import Scope
 
 from proxy.downstream import HttpApp, transport_security
+from proxy.downstream._admission import principal_of
 
 pytestmark = pytest.mark.anyio
 
@@ -111,3 +115,22 @@ async def test_a_request_that_opens_no_session_evicts_nobody() -> None:
         for junk in (b'{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}', b"not json"):
             assert (await http.post(f"{base}/mcp", content=junk, headers=HEADERS)).status_code == 400
         assert [await alive(http, base, s) for s in sessions] == [True, True] and forgotten == []
+
+
+def test_principals_are_the_oauth_subject_at_its_issuer_else_the_token_else_the_address() -> None:
+    def scope(token: AccessToken | None = None, bearer: str | None = None, address: str = "10.0.0.1") -> Scope:
+        headers = [(b"authorization", f"Bearer {bearer}".encode())] if bearer else []
+        return {"type": "http", "headers": headers, "client": (address, 5000),
+                **({"user": AuthenticatedUser(token)} if token else {})}
+
+    def token(client_id: str, subject: str | None, issuer: str = "https://a") -> AccessToken:
+        return AccessToken(token="t", client_id=client_id, scopes=[], subject=subject, claims={"iss": issuer})
+
+    alice = principal_of(scope(token("ide", "alice")))
+    assert alice == principal_of(scope(token("cli", "alice"), address="10.0.0.2"))  # one user, two clients
+    assert alice != principal_of(scope(token("ide", "alice", issuer="https://b")))
+    assert alice != principal_of(scope(token("ide", "bob")))
+    assert principal_of(scope(token("svc", None))) != principal_of(scope(token("svc2", None)))
+    assert principal_of(scope(bearer="k1")) != principal_of(scope(bearer="k2"))
+    assert "k1" not in principal_of(scope(bearer="k1"))
+    assert principal_of(scope()) != principal_of(scope(address="10.0.0.2"))

@@ -13,11 +13,13 @@ new session is refused (503) as the SDK would. 2026-era requests are sessionless
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
+from mcp.server.auth.provider import principal_components
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
@@ -32,10 +34,12 @@ _VERSION_HEADER = "mcp-protocol-version"
 
 
 def principal_of(scope: Scope) -> str:
-    """Who opens a session: the OAuth token's subject, a hash of a bearer token, or the client address."""
+    """Who opens a session: the OAuth token's subject at its issuer (else its client), a hash of a
+    bearer token, or the client address."""
     token = getattr(scope.get("user"), "access_token", None)
     if token is not None:
-        return f"subject:{token.subject or token.client_id}"
+        client_id, issuer, subject = principal_components(token)
+        return "oauth:" + json.dumps([issuer, subject] if subject else [issuer, None, client_id])
     scheme, _, presented = Headers(scope=scope).get("authorization", "").partition(" ")
     if scheme.lower() == "bearer" and presented.strip():
         return "token:" + hashlib.sha256(presented.strip().encode()).hexdigest()[:16]
