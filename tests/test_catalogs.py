@@ -12,6 +12,7 @@ from inprocess import gateway
 from mcp import Client, types
 from servers.conformance_fixture import build_server
 
+from proxy import cli
 from proxy.app import run_gateway
 from proxy.catalogs import Catalogs, Shadowed
 from proxy.config import Config, UpstreamConfig
@@ -110,3 +111,13 @@ async def test_status_lists_each_shadowed_uri_with_its_owner_and_the_qualified_f
     assert entry["kind"] == "resource" and {entry["owner"], *entry["shadowed"]} == {"aaa", "zzz"}
     assert entry["reachable_as"] == [f"toolbridge://server/{entry['shadowed'][0]}/test://static-text"]
     assert report["shadowed_uris_total"] == len(report["shadowed_uris"]) >= 2
+
+
+def test_toolbridge_status_prints_the_shadowed_uris(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "upstreams").mkdir()
+    for name in ("aaa", "zzz"):
+        (tmp_path / "upstreams" / f"{name}.yaml").write_text(f"command: {sys.executable}\nargs: ['{FIXTURE}']\n")
+    assert cli.main(["status", "--config-dir", str(tmp_path), "--wait", "30"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("shadowed resource: ")]
+    assert any(line.startswith("shadowed resource: test://static-text is ") and "reachable as toolbridge://server/"
+               in line for line in lines)
