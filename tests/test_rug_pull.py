@@ -153,3 +153,9 @@ async def test_the_warning_never_carries_the_upstreams_control_characters(
                                  prefix=True) == []
     (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "\x1b" not in warning and "\r" not in warning and "FORGED" in warning
+
+
+async def test_following_approvals_does_not_hold_up_the_gateways_shutdown(tmp_path: Path) -> None:
+    async with run_gateway(Config(directory=tmp_path, upstreams={})):
+        started = anyio.current_time()
+    assert anyio.current_time() - started < 2.0  # the file watcher's own timeout is 5 s

@@ -91,8 +91,20 @@ class ToolGate:
         def ours(_change: Change, path: str) -> bool:
             return Path(path).name == self.store.path.name
 
-        async for _ in awatch(directory, watch_filter=ours, debounce=DEBOUNCE_MS, recursive=False):
-            await self.reapply()
+        # The watching thread checks `stop` every few ms; without it, a cancellation waits for its 5 s timeout.
+        stop = anyio.Event()
+
+        async def stop_when_cancelled() -> None:
+            try:
+                await anyio.sleep_forever()
+            finally:
+                stop.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(stop_when_cancelled)
+            async for _ in awatch(directory, watch_filter=ours, debounce=DEBOUNCE_MS, recursive=False,
+                                  stop_event=stop):
+                await self.reapply()
 
     async def reapply(self) -> None:
         """Screen the held listings again and register what is now approved."""
