@@ -8,18 +8,21 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from contextlib import AsyncExitStack
+from pathlib import Path
 
 import httpx2
 import pytest
-from conftest import serve_app
+from conftest import free_port, serve_app
 from inprocess import Upstream, tool
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
+from servers.jwt_issuer import Issuer, issuer_app
 from starlette.types import Scope
 
-from proxy.downstream import HttpApp, transport_security
+from proxy.config import ToolsetsConfig
+from proxy.downstream import HttpApp, ProtectedResource, transport_security
 from proxy.downstream._admission import principal_of
 
 pytestmark = pytest.mark.anyio
@@ -134,3 +137,25 @@ def test_principals_are_the_oauth_subject_at_its_issuer_else_the_token_else_the_
     assert principal_of(scope(bearer="k1")) != principal_of(scope(bearer="k2"))
     assert "k1" not in principal_of(scope(bearer="k1"))
     assert principal_of(scope()) != principal_of(scope(address="10.0.0.2"))
+
+
+async def test_under_oauth_each_subject_has_its_own_cap_and_evicted_sessions_are_closed(tmp_path: Path) -> None:
+    issuer_port, port = free_port(), free_port()
+    issuer = Issuer(f"http://127.0.0.1:{issuer_port}", audience=f"http://127.0.0.1:{port}/mcp")
+    auth = ToolsetsConfig.model_validate({"auth": {
+        "issuer": issuer.base, "audience": issuer.audience, "jwks_url": f"{issuer.base}/jwks.json"}}).auth
+    assert auth is not None
+    forgotten: list[Hashable] = []
+    served = HttpApp(Upstream("echo", [tool("ping")]).server(), security=transport_security("127.0.0.1"),
+                     auth_token=None, has_profile=lambda _: False, health=lambda: {"status": "ok"},
+                     resource=ProtectedResource(auth, tmp_path), forget=forgotten.append,
+                     max_sessions=100, max_sessions_per_principal=2)
+    async with serve_app(issuer_app(issuer), issuer_port), serve_app(served, port) as base:
+        as_alice = httpx2.AsyncClient(headers={"Authorization": f"Bearer {issuer.token(sub='alice')}"})
+        as_bob = httpx2.AsyncClient(headers={"Authorization": f"Bearer {issuer.token(sub='bob')}"})
+        async with as_alice, as_bob:
+            bobs = [await abandoned_session(as_bob, base) for _ in range(2)]
+            alices = [await abandoned_session(as_alice, base) for _ in range(4)]
+            assert [await alive(as_alice, base, s) for s in alices] == [False, False, True, True]
+            assert [await alive(as_bob, base, s) for s in bobs] == [True, True]
+    assert forgotten == alices[:2]  # closed in the SDK too: the DELETE carried alice's credential
