@@ -149,7 +149,7 @@ async def run_gateway(
         shared_cache = shared.catalog_cache(config_key)
         if shared_cache is not None:
             await tg.start(shared_cache.run)  # its mirror is filled before the fleet reads it
-        gate = ToolGate(FingerprintStore(fingerprints_path(config.directory)), registry.set_server_tools)
+        gate = ToolGate(FingerprintStore(fingerprints_path(config.directory)))
         await tg.start(gate.follow)
         fleet = Fleet(config.upstreams, registry, config_dir=config.directory, gate=gate,
                       log_dir=log_dir or config.directory / "logs", catalogs=catalogs, notices=notices,

@@ -20,11 +20,11 @@ from mcp import Client, types
 from servers.harness import stdio_config
 
 from proxy import cli
-from proxy.app import Gateway, fingerprints_path, run_gateway
-from proxy.config import AuditConfig, Config, ToolsetsConfig
+from proxy.app import Gateway, cache_dir, fingerprints_path, run_gateway
+from proxy.config import AuditConfig, Config, ToolsetsConfig, UpstreamConfig
 from proxy.downstream import ChangeNotifier, Handlers, build_server
 from proxy.ops import AuditLog
-from proxy.upstream import FingerprintStore, ToolGate, fingerprint
+from proxy.upstream import CatalogCache, FingerprintStore, ToolGate, fingerprint
 
 pytestmark = pytest.mark.anyio
 
@@ -67,6 +67,12 @@ def echo_description(gateway: Gateway) -> str | None:
     return entry.description if entry is not None else None
 
 
+def cached_descriptions(gateway: Gateway) -> dict[str, str | None]:
+    cached = CatalogCache(cache_dir(gateway.config) / "catalogs").load(gateway.config.upstreams["ctl"])
+    assert cached is not None
+    return {tool.name: tool.description for tool in cached}
+
+
 async def test_a_changed_description_is_a_warning_an_audit_record_and_a_status_entry(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -100,10 +106,12 @@ async def test_on_a_pinned_server_the_changed_tool_is_withheld_until_approved(tm
         during = await listed(client)
         assert "ctl__echo" not in during and "ctl__change_tool" in during
         assert [(c["tool"], c["held"]) for c in gateway.status()["tool_changes"]] == [("echo", True)]
+        assert "echo" not in cached_descriptions(gateway)  # a restart listing from the cache withholds it too
         assert cli.main(["approve", "ctl", "echo", "--config-dir", str(tmp_path)]) == 0
         await until(gateway, lambda: echo_description(gateway) == POISONED)  # the running proxy follows the file
         assert (await listed(client))["ctl__echo"].description == POISONED
         assert gateway.status()["tool_changes"] == []
+        assert cached_descriptions(gateway)["echo"] == POISONED
 
 
 async def test_fingerprints_survive_a_restart_and_a_pinned_servers_new_and_changed_tools_wait(tmp_path: Path) -> None:
@@ -147,10 +155,10 @@ async def test_the_warning_never_carries_the_upstreams_control_characters(
     gate = ToolGate(FingerprintStore(tmp_path / "fingerprints.json"))
     name = "echo\x1b[2J\r2026-12-01 ERROR proxy: FORGED"
     first = types.Tool(name=name, description="one", input_schema={"type": "object"})
-    assert await gate.screen("ctl", [first], pinned=True, prefix=True) == [first]
+    config = UpstreamConfig(name="ctl", command="ctl", pin=True)
+    assert await gate.screen(config, [first]) == [first]
     with caplog.at_level(logging.WARNING, logger="proxy.upstream._gate"):
-        assert await gate.screen("ctl", [first.model_copy(update={"description": "two"})], pinned=True,
-                                 prefix=True) == []
+        assert await gate.screen(config, [first.model_copy(update={"description": "two"})]) == []
     (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "\x1b" not in warning and "\r" not in warning and "FORGED" in warning
 

@@ -18,12 +18,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Literal
 
 import anyio
 from mcp import types
 from watchfiles import Change, awatch
 
+from proxy.config import UpstreamConfig
 from proxy.text import clean
 from proxy.upstream._fingerprints import FingerprintStore, Pending, ServerPrints, fingerprints, now_iso
 
@@ -46,16 +47,18 @@ class ToolChange:
     held: bool
 
 
-class Republish(Protocol):
-    def __call__(self, server: str, tools: list[types.Tool], *, prefix: bool = True) -> Any: ...
+Republish = Callable[[UpstreamConfig, list[types.Tool]], None]  # register (and cache) a server's tools anew
 
 
 @dataclass(frozen=True)
 class _Listing:
+    config: UpstreamConfig
     tools: list[types.Tool]
     prints: dict[str, str]
-    pinned: bool
-    prefix: bool
+
+    @property
+    def pinned(self) -> bool:
+        return self.config.pin
 
 
 class ToolGate:
@@ -68,14 +71,14 @@ class ToolGate:
         self._listings: dict[str, _Listing] = {}
         self._announced: set[str] = set()
 
-    async def screen(self, server: str, tools: list[types.Tool], *, pinned: bool, prefix: bool) -> list[types.Tool]:
+    async def screen(self, config: UpstreamConfig, tools: list[types.Tool]) -> list[types.Tool]:
         """The tools to register: all of them, less the pending ones on a pinned server.
 
         Hashing and the file run off the event loop: a server may list thousands of tools.
         """
-        listing = _Listing(tools, await anyio.to_thread.run_sync(fingerprints, tools), pinned, prefix)
-        admitted, pending = await self._screen(server, listing)
-        self._keep(server, listing, pending)
+        listing = _Listing(config, tools, await anyio.to_thread.run_sync(fingerprints, tools))
+        admitted, pending = await self._screen(config.name, listing)
+        self._keep(config.name, listing, pending)
         return admitted
 
     def forget(self, server: str) -> None:
@@ -114,7 +117,7 @@ class ToolGate:
                 continue
             self._keep(server, listing, pending)
             if self.republish is not None:
-                self.republish(server, admitted, prefix=listing.prefix)
+                self.republish(listing.config, admitted)
 
     def _keep(self, server: str, listing: _Listing, pending: dict[str, Pending]) -> None:
         if pending:

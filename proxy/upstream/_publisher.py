@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from mcp import types
 
+from proxy.config import UpstreamConfig
 from proxy.shared import CatalogCache  # on disk (upstream/_cache.py) or in Redis
 from proxy.upstream._client import Connection
 from proxy.upstream._gate import ToolGate
@@ -57,6 +58,8 @@ class Publisher:
         self.catalogs = catalogs
         self.cache = cache
         self.gate = gate
+        if gate is not None:
+            gate.republish = self._republish
         self._turns = Turns(LISTING_PATIENCE)
 
     async def refresh(self, up: Member, conn: Connection) -> None:
@@ -68,7 +71,7 @@ class Publisher:
         async with self._turns.turn():
             tools = await conn.list_tools()
             if self.gate is not None:  # a changed tool on a pinned server waits for approval
-                tools = await self.gate.screen(up.name, tools, pinned=up.config.pin, prefix=up.config.prefix)
+                tools = await self.gate.screen(up.config, tools)
             if self.catalogs is not None:
                 resources, templates, prompts = await conn.list_catalog()
                 self.catalogs.set_server_catalog(up.name, resources, templates, prompts, prefix=up.config.prefix)
@@ -81,6 +84,14 @@ class Publisher:
             if self.cache is not None and (change.changed or not up.stored):
                 self.cache.store(up.config, tools)
                 up.stored = True
+
+    def _republish(self, config: UpstreamConfig, tools: list[types.Tool]) -> None:
+        """Register a server's tools again after an approval, and cache them (a lazy server lists from it)."""
+        change = self.registry.set_server_tools(config.name, tools, prefix=config.prefix)
+        if change.changed:
+            logger.info("server %s: approved tool definitions registered (%d tools)", config.name, len(tools))
+        if self.cache is not None:
+            self.cache.store(config, tools)
 
     def list_cached(self, ups: Iterable[Member]) -> list[Member]:
         """Register the members' cached catalogs, if any, in one go; the members found are listed and settled."""
