@@ -64,9 +64,9 @@ class _Listing:
 class ToolGate:
     """Screens each listing against the approved fingerprints; keeps the listings that have pending changes."""
 
-    def __init__(self, store: FingerprintStore, republish: Republish | None = None) -> None:
+    def __init__(self, store: FingerprintStore) -> None:
         self.store = store
-        self.republish = republish
+        self.republish: Republish | None = None  # the fleet's publisher sets it
         self.listeners: list[Callable[[ToolChange], None]] = []
         self._listings: dict[str, _Listing] = {}
         self._announced: set[str] = set()
