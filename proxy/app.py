@@ -43,7 +43,7 @@ from proxy.errors import remember_secrets
 from proxy.ops import AuditLog, Metrics, reload_on_sighup, status_report, watch_config
 from proxy.registry import Registry
 from proxy.shared import SharedState, open_shared_state
-from proxy.upstream import CatalogCache, Fleet, NoticeSink, config_key
+from proxy.upstream import CatalogCache, FingerprintStore, Fleet, NoticeSink, ToolGate, config_key
 from proxy.views import Views
 
 if TYPE_CHECKING:
@@ -60,6 +60,7 @@ class Gateway:
     views: Views
     notice_listeners: list[NoticeSink]
     shared: SharedState
+    gate: ToolGate
 
     async def wait_until_ready(self, timeout: float) -> bool:
         """Wait (bounded) until every upstream has connected or failed once (a lazy one is not started)."""
@@ -73,7 +74,7 @@ class Gateway:
                 "servers": {s.name: s.state.value for s in self.fleet.status()}}
 
     def status(self) -> dict[str, Any]:
-        return status_report(self.config, self.fleet, self.views)
+        return status_report(self.config, self.fleet, self.views, self.gate.store)
 
     def reload(self) -> None:
         """Re-read the config dir: start added servers, stop removed ones, restart changed ones, and
@@ -94,6 +95,11 @@ def cache_dir(config: Config) -> Path:
     """`$TOOLBRIDGE_CACHE_DIR`, else `<config dir>/.cache`."""
     root = os.environ.get("TOOLBRIDGE_CACHE_DIR")
     return Path(root) if root else config.directory / ".cache"
+
+
+def fingerprints_path(directory: Path) -> Path:
+    """Trust state, not a cache: clearing `.cache` must not re-trust every tool."""
+    return directory / ".toolbridge" / "fingerprints.json"
 
 
 def embedding_cache_dir(config: Config) -> Path:
@@ -146,7 +152,9 @@ async def run_gateway(
         shared_cache = shared.catalog_cache(config_key)
         if shared_cache is not None:
             await tg.start(shared_cache.run)  # its mirror is filled before the fleet reads it
-        fleet = Fleet(config.upstreams, registry, config_dir=config.directory,
+        gate = ToolGate(FingerprintStore(fingerprints_path(config.directory)))
+        await tg.start(gate.follow)
+        fleet = Fleet(config.upstreams, registry, config_dir=config.directory, gate=gate,
                       log_dir=log_dir or config.directory / "logs", catalogs=catalogs, notices=notices,
                       cache=shared_cache or CatalogCache(cache_dir(config) / "catalogs"), lazy=settings.lazy,
                       idle_timeout=settings.idle_timeout, spawn_concurrency=settings.spawn_concurrency)
@@ -157,7 +165,7 @@ async def run_gateway(
         if views.semantic is not None:
             await tg.start(keep_embeddings, views.semantic, registry)
         try:
-            yield Gateway(config, registry, fleet, views, listeners, shared)
+            yield Gateway(config, registry, fleet, views, listeners, shared, gate)
         finally:
             tg.cancel_scope.cancel()
 
@@ -253,6 +261,8 @@ async def _serve(
                                 tasks=await _tasks(gateway, http))
             await tg.start(handlers.run)
             gateway.notice_listeners.append(handlers.on_notice)
+            if audit is not None:
+                gateway.gate.listeners.append(audit.record_tool_change)
             tg.start_soon(reload_on_sighup, gateway.reload)
             if watch:
                 tg.start_soon(watch_config, config.directory, gateway.reload)

@@ -2,11 +2,14 @@
 
 Resource URIs pass unchanged, but for MCP Apps' `ui://` ones, namespaced per server
 (`ui://<server>/<rest>`, see `proxy.upstream.ui_namespaced`). Two servers listing the same URI (or
-the same template) are settled by server-name order: the first owns the plain form, the other's
-copy is listed and reachable as `toolbridge://server/<server>/<uri>`. Prompt names are exposed like
-tool names (`<server>__<prompt>`, or raw under `prefix: false`). Synchronous, on one event loop;
-every change bumps the registry's generation, so the session views and list_changed announcements
-keyed on it follow.
+the same template) are settled by time: the server that listed it first owns the plain form, and
+keeps it while it reconnects; the other's copy is listed and reachable as
+`toolbridge://server/<server>/<uri>`. A server's name never decides, so none can be named to sort
+early and take over another's `file://` URIs; the same goes for overlapping templates, tried in the
+order they were first listed. Shadowing is logged once as a warning and reported by `shadowed()`
+(in `/status`). Prompt names are exposed like tool names (`<server>__<prompt>`, or raw under
+`prefix: false`). Synchronous, on one event loop; every change bumps the registry's generation, so
+the session views and list_changed announcements keyed on it follow.
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ from pydantic import BaseModel
 
 from proxy.names import NameSource, assign_names
 from proxy.registry import Registry
+from proxy.text import clean
 from proxy.upstream import UI_EXTENSION, CacheHint, ListKind, ServerTraits, merge_extensions, ui_namespaced, ui_original
 
-__all__ = ["QUALIFIED_PREFIX", "CatalogView", "Catalogs", "ServerCatalog", "qualified_uri"]
+__all__ = ["QUALIFIED_PREFIX", "CatalogView", "Catalogs", "ServerCatalog", "Shadowed", "qualified_uri"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +61,19 @@ class ServerCatalog:
     @property
     def empty(self) -> bool:
         return not (self.resources or self.templates or self.prompts)
+
+
+@dataclass(frozen=True)
+class Shadowed:
+    """A URI or template listed by more than one server: who owns the plain form, whose copies wait."""
+
+    uri: str
+    kind: str  # "resource" or "template"
+    owner: str
+    others: tuple[str, ...]
+
+
+Claim = tuple[str, str]  # ("resource" or "template", the URI or template as listed)
 
 
 @dataclass(frozen=True)
@@ -101,7 +118,7 @@ class CatalogView:
     def route_uri(self, uri: str) -> tuple[str, str] | None:
         """(server, upstream URI) for a listed URI, a qualified form, or a template match; else None.
 
-        Templates are tried in server-name order, so overlapping templates have one owner. A URI over
+        Templates are tried in the order they were first listed, so overlapping templates have one owner. A URI over
         `MAX_URI_CHARS` is nobody's: each template would scan it.
         """
         if len(uri) > MAX_URI_CHARS:
@@ -141,6 +158,10 @@ class Catalogs:
         self._views: dict[tuple[int, frozenset[str]], CatalogView] = {}
         self._traits: dict[str, ServerTraits] = {}
         self._logged: set[str] = set()
+        # When each server first listed each URI and template, by a counter. A withdrawn server keeps
+        # its claims (it owns its URIs again when it returns); a new listing replaces them.
+        self._claims: dict[str, dict[Claim, int]] = {}
+        self._clock = 0
 
     @property
     def servers(self) -> list[str]:
@@ -154,6 +175,31 @@ class Catalogs:
         catalog = ServerCatalog(tuple(resources), tuple(templates), tuple(prompts))
         if self._catalogs.get(server) == catalog and self._prefix.get(server, True) == prefix:
             return
+        self._claim(server, catalog)
+        self._publish(server, catalog, prefix)
+
+    def remove_server(self, server: str) -> None:
+        """The server is gone for now: its catalog and traits leave, its claims stay for when it returns."""
+        self._traits.pop(server, None)
+        if server in self._catalogs:
+            self._publish(server, ServerCatalog(), True)
+
+    def _claim(self, server: str, catalog: ServerCatalog) -> None:
+        old = self._claims.pop(server, {})
+        claims: dict[Claim, int] = {}
+        for claim in [("resource", r.uri) for r in catalog.resources] + [
+                ("template", t.uri_template) for t in catalog.templates]:
+            if claim not in claims:
+                if claim not in old:
+                    self._clock += 1
+                claims[claim] = old.get(claim, self._clock)
+        if claims:
+            self._claims[server] = claims
+
+    def _claimed_at(self, server: str, claim: Claim) -> int:
+        return self._claims.get(server, {}).get(claim, self._clock + 1)
+
+    def _publish(self, server: str, catalog: ServerCatalog, prefix: bool) -> None:
         if catalog.empty:
             self._catalogs.pop(server, None)
             self._prefix.pop(server, None)
@@ -173,10 +219,6 @@ class Catalogs:
             self._traits[server] = traits
             self.registry.bump()
 
-    def remove_server(self, server: str) -> None:
-        self._traits.pop(server, None)
-        self.set_server_catalog(server, (), (), ())
-
     def view(self, servers: Iterable[str]) -> CatalogView:
         """The aggregate over `servers` (those with a catalog), in server-name order."""
         reachable = frozenset(servers)
@@ -190,38 +232,41 @@ class Catalogs:
         return view
 
     def _build(self, servers: tuple[str, ...], reachable: frozenset[str]) -> CatalogView:
+        owners = self._owners(servers, "resource")
+        template_owners = self._owners(servers, "template")
         resources: list[types.Resource] = []
-        owners: dict[str, str] = {}
         templates: list[types.ResourceTemplate] = []
-        routes: list[_Template] = []
-        seen_templates: set[str] = set()
+        routes: list[tuple[int, _Template]] = []
         prompts: list[types.Prompt] = []
         prompt_routes: dict[str, tuple[str, str]] = {}
         for server in servers:
             catalog = self._catalogs[server]
+            plain: set[str] = set()
             for resource in catalog.resources:
                 if (uri := ui_namespaced(server, resource.uri)) != resource.uri:
                     resource = resource.model_copy(update={"uri": uri})
-                if resource.uri in owners:
+                elif owners[resource.uri] != server or resource.uri in plain:
                     resource = resource.model_copy(update={"uri": qualified_uri(server, resource.uri)})
-                owners.setdefault(resource.uri, server)
+                plain.add(resource.uri)
                 resources.append(resource)
             for template in catalog.templates:
-                routes.append(_Template(server, template, _parse(template.uri_template)))
+                claimed = self._claimed_at(server, ("template", template.uri_template))
+                routes.append((claimed, _Template(server, template, _parse(template.uri_template))))
                 if (uri := ui_namespaced(server, template.uri_template)) != template.uri_template:
                     template = template.model_copy(update={"uri_template": uri})
-                if template.uri_template in seen_templates:
+                elif template_owners[template.uri_template] != server or template.uri_template in plain:
                     template = template.model_copy(
                         update={"uri_template": qualified_uri(server, template.uri_template)})
-                seen_templates.add(template.uri_template)
+                plain.add(template.uri_template)
                 templates.append(template)
             for prompt in catalog.prompts:
                 name = self._prompt_names[server][prompt.name]
                 prompt_routes[name] = (server, prompt.name)
                 prompts.append(prompt.model_copy(update={"name": name}))
+        routes.sort(key=lambda route: route[0])  # stable: one server's templates keep their order
         extensions, hints = self._carried(reachable)
         return CatalogView(servers, tuple(resources), tuple(templates), tuple(prompts), prompt_routes, owners,
-                           tuple(routes), reachable, extensions, hints)
+                           tuple(route for _, route in routes), reachable, extensions, hints)
 
     def _carried(self, reachable: frozenset[str]) -> tuple[dict[str, dict[str, object]], dict[ListKind, CacheHint]]:
         """The extensions the servers in scope advertise (MCP Apps also when a tool has a UI: the handshake
@@ -242,21 +287,48 @@ class Catalogs:
                     hints[kind] = traits.hint(kind).merge(hints[kind]) if kind in hints else traits.hint(kind)
         return merge_extensions(advertised), hints
 
+
+    def _owners(self, servers: Iterable[str], kind: str) -> dict[str, str]:
+        """URI (or template) → the one of `servers` that listed it first."""
+        owners: dict[str, str] = {}
+        for server in servers:
+            for uri in _listed(server, self._catalogs[server], kind):
+                owner = owners.get(uri)
+                if owner is None or self._claimed_at(server, (kind, uri)) < self._claimed_at(owner, (kind, uri)):
+                    owners[uri] = server
+        return owners
+
+    def shadowed(self) -> list[Shadowed]:
+        """Every URI and template more than one connected server lists, by kind and URI."""
+        found = []
+        for kind in ("resource", "template"):
+            listers: dict[str, list[str]] = {}
+            for server in self.servers:
+                for uri in dict.fromkeys(_listed(server, self._catalogs[server], kind)):
+                    listers.setdefault(uri, []).append(server)
+            for uri, servers in sorted(listers.items()):
+                if len(servers) > 1:
+                    servers.sort(key=lambda s, claim=(kind, uri): self._claimed_at(s, claim))
+                    found.append(Shadowed(uri, kind, servers[0], tuple(servers[1:])))
+        return found
+
     def _log_collisions(self) -> None:
-        first: dict[str, str] = {}
-        for server in self.servers:
-            catalog = self._catalogs[server]
-            for uri in [r.uri for r in catalog.resources] + [t.uri_template for t in catalog.templates]:
-                uri = ui_namespaced(server, uri)  # per server: never shared
-                owner = first.setdefault(uri, server)
-                if owner != server:
-                    self._log_once(f"servers {owner} and {server} both list {uri!r}: {owner} owns it; "
-                                   f"{server}'s copy is {qualified_uri(server, uri)}")
+        for entry in self.shadowed():
+            for other in entry.others:
+                self._log_once(f"servers {entry.owner} and {other} both list the {entry.kind} {entry.uri!r}: "
+                               f"{entry.owner} listed it first and owns it; {other}'s copy is "
+                               f"{qualified_uri(other, entry.uri)!r}")
 
     def _log_once(self, message: str) -> None:
         if message not in self._logged:
             self._logged.add(message)
-            logger.warning("%s", message)
+            logger.warning("%s", clean(message))
+
+
+def _listed(server: str, catalog: ServerCatalog, kind: str) -> list[str]:
+    """The URIs (or templates) a server lists that another could share: its `ui://` ones are its own."""
+    listed = [r.uri for r in catalog.resources] if kind == "resource" else [t.uri_template for t in catalog.templates]
+    return [uri for uri in listed if ui_namespaced(server, uri) == uri]
 
 
 def _parse(template: str) -> UriTemplate | None:

@@ -24,13 +24,13 @@ import yaml
 from mcp import MCPDeprecationWarning
 
 from proxy import __version__
-from proxy.app import Gateway, HttpOptions, run_gateway, serve
+from proxy.app import Gateway, HttpOptions, fingerprints_path, run_gateway, serve
 from proxy.config import Config, convert_client_config, holds_literal_secret, load_config
 from proxy.downstream import LOOPBACK_HOSTS, REPLICA_ID_PATTERN, bridge
 from proxy.errors import UpstreamError, redact, remember_secrets
 from proxy.listing import estimate_tokens
 from proxy.ops import PROFILE_COLUMNS, UPSTREAM_COLUMNS, export_traces, plain_table, status_rows
-from proxy.upstream import UpstreamState, login, token_store
+from proxy.upstream import FingerprintStore, UpstreamState, login, token_store
 
 logger = logging.getLogger("proxy")
 
@@ -212,6 +212,27 @@ def _print_status(report: dict[str, Any]) -> None:
         print("\n\n".join(plain_table(columns, rows) for columns, rows in tables))
     for problem in report["config_problems"]:
         print(f"config problem: {problem}")
+    for change in report.get("tool_changes", []):
+        print(f"tool {change['kind']}: {change['server']} {change['tool']} (seen {change['seen']}), "
+              f"{'withheld' if change['held'] else 'served'} until `toolbridge approve {change['server']}`")
+    for entry in report.get("shadowed_uris", []):
+        print(f"shadowed {entry['kind']}: {entry['uri']} is {entry['owner']}'s; "
+              f"{', '.join(entry['shadowed'])} listed it later (reachable as {', '.join(entry['reachable_as'])})")
+
+
+def _approve(args: argparse.Namespace) -> int:
+    """Trust the pending definitions of a server's tools; a running `serve` registers them at once."""
+    store = FingerprintStore(fingerprints_path(args.config_dir))
+    try:
+        approved = store.approve(args.server, args.tools)
+    except KeyError as exc:
+        print(f"toolbridge: no change awaits approval for {args.server}: {exc.args[0]}", file=sys.stderr)
+        return 1
+    if not approved:
+        print(f"toolbridge: no change awaits approval for {args.server}", file=sys.stderr)
+        return 1
+    print(f"approved {len(approved)} tool definition(s) of {args.server}: {', '.join(approved)}")
+    return 0
 
 
 def _import(args: argparse.Namespace) -> int:
@@ -327,6 +348,10 @@ def _parser() -> argparse.ArgumentParser:
     importer.add_argument("--force", action="store_true", help="overwrite existing upstream files")
     authorize = commands.add_parser("login", parents=[common], help="authorize an 'auth: oauth' upstream (browser)")
     authorize.add_argument("server")
+    approve = commands.add_parser("approve", parents=[common],
+                                  help="trust the changed tool definitions of a server (all, or the named tools)")
+    approve.add_argument("server")
+    approve.add_argument("tools", nargs="*")
     return parser
 
 
@@ -338,6 +363,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _setup_logging(args.log_level)
     if args.command == "import":
         return _import(args)
+    if args.command == "approve":
+        return _approve(args)
     if args.command == "status" and args.url:
         _print_status(_fetch_status(args.url, _auth_token(args)))
         return 0

@@ -27,6 +27,12 @@ from proxy.downstream import ChangeNotifier, Handlers, HttpApp, ProtectedResourc
 pytestmark = pytest.mark.anyio
 
 UI = "io.modelcontextprotocol/ui"
+TASKS = "io.modelcontextprotocol/tasks"
+
+
+def carried(extensions: dict[str, Any] | None) -> dict[str, Any]:
+    """The extensions advertised for the servers in scope: tasks are toolbridge's own (2026 era), always there."""
+    return {k: v for k, v in (extensions or {}).items() if k != TASKS}
 CACHED_LISTS = str(Path(cached_lists.__file__))
 
 
@@ -77,7 +83,7 @@ async def test_the_apps_extension_is_advertised_when_a_server_in_scope_has_apps(
     async with gateway([Upstream("plain", [tool("echo")])], only_plain, servers={"timer": app_server()},
                        mode=mode, profile="plain") as harness, Client(harness.server, mode=mode) as client:
         out_of_scope = client.server_capabilities.extensions
-    assert advertised == {UI: {}} and not out_of_scope
+    assert carried(advertised) == {UI: {}} and not carried(out_of_scope)
 
 
 async def test_only_carried_extensions_are_advertised_with_their_settings_merged() -> None:
@@ -87,7 +93,7 @@ async def test_only_carried_extensions_are_advertised_with_their_settings_merged
     servers["b"].extensions[UI] = {"mimeTypes": ["text/html;profile=mcp-app", "text/x-other"]}
     async with gateway([], servers=servers, mode="auto") as harness, Client(harness.server) as client:
         advertised = client.server_capabilities.extensions
-    assert advertised == {UI: {"mimeTypes": ["text/html;profile=mcp-app", "text/x-other"]}}
+    assert carried(advertised) == {UI: {"mimeTypes": ["text/html;profile=mcp-app", "text/x-other"]}}
 
 
 def _upstream(name: str, ttl: int, *ids: str) -> UpstreamConfig:
@@ -115,7 +121,7 @@ async def test_the_fleet_records_each_stdio_upstreams_hints_and_extensions(tmp_p
     async with _handlers(config) as (_, handlers), Client(build_server(handlers), cache=None) as client:
         extensions = client.server_capabilities.extensions
         hints = await _lists(client)
-    assert extensions == {UI: {}} and hints == [(15_000, "public")] * 3
+    assert carried(extensions) == {UI: {}} and hints == [(15_000, "public")] * 3
 
 
 @pytest.mark.parametrize(("by_claim", "scope"), [(True, "private"), (False, "public")])

@@ -96,6 +96,9 @@ class UpstreamConfig(_Frozen):
     protocol: Literal["auto", "legacy", "2026"] = "auto"
     # False: the server's tools and prompts keep their own names (collisions stay qualified).
     prefix: bool = True
+    # True: a tool whose definition changed since it was approved (or that is new) is withheld until
+    # `toolbridge approve` (docs/integrity.md).
+    pin: bool = False
     # None: the `toolsets.yaml` default. Lazy: listed from the cached catalog, started on first use.
     lazy: bool | None = None
     idle_timeout: float | None = Field(default=None, gt=0)  # stdio only: stop after this long unused

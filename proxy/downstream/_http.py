@@ -5,7 +5,8 @@ applied first, so even `/healthz` answers only to allowed hosts) and then either
 bearer check (all but `/healthz`, when a token is set) or, with `auth:` in `toolsets.yaml`, the
 OAuth protected resource (`_resource.py`), before it reaches the SDK's session manager.
 `/healthz` is a readiness probe: 503 until the fleet settled and again once the drain began, 200
-in between. Behind a load balancer each replica marks its session ids (`_replica.py`).
+in between. Behind a load balancer each replica marks its session ids (`_replica.py`). New
+handshake-era sessions are admitted under caps per principal and in all (`_admission.py`).
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ from typing import Any
 import anyio
 import uvicorn
 from mcp.server.lowlevel import Server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.streamable_http_manager import DEFAULT_SESSION_IDLE_TIMEOUT, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
+from proxy.downstream._admission import SessionAdmission
 from proxy.downstream._drain import StreamDrain
 from proxy.downstream._replica import ReplicaMarker
 from proxy.downstream._resource import ALLOWED_PROFILES_SCOPE_KEY, ProtectedResource
@@ -37,6 +39,8 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 # Within Kubernetes' default 30 s termination grace period, with room for the process to exit.
 DRAIN_SECONDS = 25
+MAX_SESSIONS = 10_000  # the SDK's own limit, which refuses rather than evicts
+MAX_SESSIONS_PER_PRINCIPAL = 1_000
 
 
 def transport_security(
@@ -80,6 +84,8 @@ class HttpApp:
         metrics: Callable[[], bytes] | None = None,
         replica: ReplicaMarker | None = None,
         forget: Callable[[Hashable], None] | None = None,
+        max_sessions: int = MAX_SESSIONS,
+        max_sessions_per_principal: int = MAX_SESSIONS_PER_PRINCIPAL,
     ) -> None:
         self.guard = TransportSecurityMiddleware(security)
         self.auth_token = auth_token
@@ -94,7 +100,10 @@ class HttpApp:
         self.drain = StreamDrain()
         # No settings: `guard` has checked Host and Origin before any path is routed, and the transport
         # would check them again (it still checks a POST's Content-Type).
-        self.sessions = StreamableHTTPSessionManager(server)
+        self.sessions = StreamableHTTPSessionManager(server, max_sessions=None)
+        self.admission = SessionAdmission(self.sessions.handle_request, max_sessions=max_sessions,
+                                          max_per_principal=max_sessions_per_principal,
+                                          idle_timeout=DEFAULT_SESSION_IDLE_TIMEOUT, forget=forget)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -152,7 +161,7 @@ class HttpApp:
         """The SDK's session manager answers; a session its client ended (DELETE) is forgotten, so what the
         handlers keep for it (change notifications, log level, promotions, subscriptions) goes with it."""
         if scope["method"] != "DELETE" or self.forget is None:
-            await self.sessions.handle_request(scope, receive, send)
+            await self.admission(scope, receive, send)
             return
         status = 0
 
@@ -162,7 +171,7 @@ class HttpApp:
                 status = message["status"]
             await send(message)
 
-        await self.sessions.handle_request(scope, receive, watched)
+        await self.admission(scope, receive, watched)
         session = Headers(scope=scope).get("mcp-session-id")
         if session and 200 <= status < 300:
             self.forget(session)

@@ -1,4 +1,4 @@
-"""The audit log: one JSON line per tool call, rotated, never a secret."""
+"""The audit log: one JSON line per tool call and per tool definition change, rotated, never a secret."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import hashlib
 import json
 import logging
 import os
+import time
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ from typing import Any
 from proxy.config import AuditConfig
 from proxy.downstream import CallRecord
 from proxy.errors import redact
+from proxy.text import clean
+from proxy.upstream import ToolChange
 
 __all__ = ["AuditLog", "argument_digest"]
 
@@ -57,6 +60,13 @@ class AuditLog:
         elif self.arguments == "full":
             entry["arguments"] = call.arguments
         self._logger.info(redact(json.dumps(entry, ensure_ascii=False, default=str)))
+
+    def record_tool_change(self, change: ToolChange) -> None:
+        """A tool definition that differs from the approved one (rug-pull detection, docs/integrity.md)."""
+        entry = {"time": time.time(), "event": "tool_definition_changed", "server": change.server,
+                 "tool": clean(change.tool), "kind": change.kind, "approved": change.approved,
+                 "fingerprint": change.fingerprint, "held": change.held}
+        self._logger.info(redact(json.dumps(entry, ensure_ascii=False)))
 
     def close(self) -> None:
         self._handler.close()

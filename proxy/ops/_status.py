@@ -5,12 +5,16 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from proxy.catalogs import qualified_uri
 from proxy.config import Config
 from proxy.errors import redact
-from proxy.upstream import Fleet
+from proxy.text import clean
+from proxy.upstream import FingerprintStore, Fleet
 from proxy.views import Views
 
 __all__ = ["status_report"]
+
+MAX_LISTED = 100  # of shadowed URIs and of tool changes: a hostile server may make thousands
 
 
 def _iso(timestamp: float | None) -> str | None:
@@ -19,7 +23,19 @@ def _iso(timestamp: float | None) -> str | None:
     return datetime.datetime.fromtimestamp(timestamp, datetime.UTC).isoformat(timespec="seconds")
 
 
-def status_report(config: Config, fleet: Fleet, views: Views) -> dict[str, Any]:
+def _tool_changes(config: Config, store: FingerprintStore) -> list[dict[str, Any]]:
+    """Definitions awaiting `toolbridge approve`, withheld where the server is pinned."""
+    changes = [
+        {"server": server, "tool": clean(tool), "kind": pending.kind, "seen": pending.seen,
+         "fingerprint": pending.fingerprint,
+         "held": server in config.upstreams and config.upstreams[server].pin}
+        for server, entry in sorted(store.load().items())
+        for tool, pending in sorted(entry.pending.items())
+    ]
+    return changes[:MAX_LISTED]
+
+
+def status_report(config: Config, fleet: Fleet, views: Views, store: FingerprintStore) -> dict[str, Any]:
     upstreams = [
         {
             "server": s.name,
@@ -47,9 +63,17 @@ def status_report(config: Config, fleet: Fleet, views: Views) -> dict[str, Any]:
             "core_tools": len(view.core),
             "deferred_tools": surface.deferred_count,
         }
+    shadowed = views.catalogs.shadowed()
     return {
         "upstreams": upstreams,
         "profiles": profiles,
+        "shadowed_uris": [
+            {"uri": clean(e.uri), "kind": e.kind, "owner": e.owner, "shadowed": list(e.others),
+             "reachable_as": [clean(qualified_uri(other, e.uri)) for other in e.others]}
+            for e in shadowed[:MAX_LISTED]
+        ],
+        "shadowed_uris_total": len(shadowed),
+        "tool_changes": _tool_changes(config, store),
         "config_problems": [str(problem) for problem in config.problems],
         "config_warnings": [redact(warning) for warning in config.warnings],
     }

@@ -3,6 +3,7 @@
 `Fleet` keeps every upstream connected (stdio children, Streamable HTTP, SSE), puts each server's
 tools into a `ToolSink` (the registry) and its resources and prompts into a `CatalogSink`, and
 routes calls and requests to the live connection, with a `BackChannel` to the downstream caller.
+A `ToolGate` screens each listing against the approved tool fingerprints (rug-pull detection, `pin:`).
 `login` gets the user's consent for an OAuth upstream; its tokens live where `token_store` says.
 `open_pipes`, `MessageReader` and `MessageWriter` frame JSON-RPC on stdio pipes, for either side.
 """
@@ -24,7 +25,9 @@ from proxy.upstream._backoff import next_delay
 from proxy.upstream._cache import CatalogCache, config_key
 from proxy.upstream._client import Connection, ProgressCallback, filter_tools, strip_server_info
 from proxy.upstream._connect import connect
+from proxy.upstream._fingerprints import FingerprintStore, Pending, ServerPrints, fingerprint
 from proxy.upstream._fleet import Fleet
+from proxy.upstream._gate import ToolChange, ToolGate
 from proxy.upstream._login import login
 from proxy.upstream._member import ServerStatus, UpstreamState
 from proxy.upstream._oauth import token_store
@@ -56,6 +59,7 @@ __all__ = [
     "CatalogSink",
     "Connection",
     "CreatedTask",
+    "FingerprintStore",
     "Fleet",
     "HandedOver",
     "InFlight",
@@ -64,10 +68,14 @@ __all__ = [
     "MessageReader",
     "MessageWriter",
     "NoticeSink",
+    "Pending",
     "ProgressCallback",
+    "ServerPrints",
     "ServerStatus",
     "ServerTraits",
     "TaskState",
+    "ToolChange",
+    "ToolGate",
     "ToolSink",
     "UpstreamState",
     "accepting_tasks",
@@ -78,6 +86,7 @@ __all__ = [
     "connect",
     "encode",
     "filter_tools",
+    "fingerprint",
     "get_task",
     "login",
     "merge_extensions",

@@ -39,6 +39,7 @@ from proxy.upstream._backoff import next_delay
 from proxy.upstream._client import KEEPALIVE_TIMEOUT, Connection, ProgressCallback
 from proxy.upstream._connect import connect
 from proxy.upstream._consent import LOGIN_POLL, Consent
+from proxy.upstream._gate import ToolGate
 from proxy.upstream._member import STARTABLE, Member, ServerStatus, UpstreamState
 from proxy.upstream._publisher import CatalogSink, Publisher, ToolSink
 
@@ -74,9 +75,10 @@ class Fleet:
         idle_timeout: float | None = None,
         spawn_concurrency: int | None = None,
         login_poll: float = LOGIN_POLL,
+        gate: ToolGate | None = None,
     ) -> None:
         self.registry = registry
-        self._publisher = Publisher(registry, catalogs, cache)
+        self._publisher = Publisher(registry, catalogs, cache, gate)
         self._notices = notices
         self.availability = Availability(check=self.is_offered, grace=grace)
         self.ready = anyio.Event()  # every server settled: what the first tools/list waits for

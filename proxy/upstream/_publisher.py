@@ -1,5 +1,5 @@
-"""What the fleet publishes for each member: its tools to the registry, its resources and prompts to the
-catalog sink, and its last good tool list to the catalog cache.
+"""What the fleet publishes for each member: its tools to the registry (screened by the `ToolGate`), its
+resources and prompts to the catalog sink, and its last good tool list to the catalog cache.
 
 Listings take turns (`Turns`): one answer's transient objects are gone before the next arrives, so
 they do not interleave with what the registry keeps. A slow server holds the turn for at most
@@ -14,8 +14,10 @@ from typing import Any, Protocol
 
 from mcp import types
 
+from proxy.config import UpstreamConfig
 from proxy.shared import CatalogCache  # on disk (upstream/_cache.py) or in Redis
 from proxy.upstream._client import Connection
+from proxy.upstream._gate import ToolGate
 from proxy.upstream._member import Member, UpstreamState
 from proxy.upstream._traits import ServerTraits
 from proxy.upstream._turns import Turns
@@ -53,10 +55,14 @@ class CatalogSink(Protocol):
 class Publisher:
     """Puts what a member lists where the rest of toolbridge reads it."""
 
-    def __init__(self, registry: ToolSink, catalogs: CatalogSink | None, cache: CatalogCache | None) -> None:
+    def __init__(self, registry: ToolSink, catalogs: CatalogSink | None, cache: CatalogCache | None,
+                 gate: ToolGate | None = None) -> None:
         self.registry = registry
         self.catalogs = catalogs
         self.cache = cache
+        self.gate = gate
+        if gate is not None:
+            gate.republish = self._republish
         self._turns = Turns(LISTING_PATIENCE)
 
     async def refresh(self, up: Member, conn: Connection) -> None:
@@ -67,6 +73,8 @@ class Publisher:
         conn.signals.changed = False  # a notification during the listing triggers one more refresh
         async with self._turns.turn():
             tools = await conn.list_tools()
+            if self.gate is not None:  # a changed tool on a pinned server waits for approval
+                tools = await self.gate.screen(up.config, tools)
             if self.catalogs is not None:
                 resources, templates, prompts = await conn.list_catalog()
                 self.catalogs.set_server_catalog(up.name, resources, templates, prompts, prefix=up.config.prefix)
@@ -81,6 +89,14 @@ class Publisher:
                 self.cache.store(up.config, tools)
                 up.stored = True
 
+    def _republish(self, config: UpstreamConfig, tools: list[types.Tool]) -> None:
+        """Register a server's tools again after an approval, and cache them (a lazy server lists from it)."""
+        change = self.registry.set_server_tools(config.name, tools, prefix=config.prefix)
+        if change.changed:
+            logger.info("server %s: approved tool definitions registered (%d tools)", config.name, len(tools))
+        if self.cache is not None:
+            self.cache.store(config, tools)
+
     def list_cached(self, ups: Iterable[Member]) -> list[Member]:
         """Register the members' cached catalogs, if any, in one go; the members found are listed and settled."""
         if self.cache is None:
@@ -93,6 +109,8 @@ class Publisher:
         return [up for up, _ in found]
 
     def withdraw(self, up: Member) -> None:
+        if self.gate is not None:
+            self.gate.forget(up.name)
         self.registry.remove_server(up.name)
         if self.catalogs is not None:
             self.catalogs.remove_server(up.name)

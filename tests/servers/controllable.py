@@ -182,6 +182,7 @@ def main() -> None:
     parser.add_argument("--storm", action="store_true", help="change a tool and announce it with every listing")
     parser.add_argument("--spawn-grandchild", action="store_true", help="start a long sleep in our group")
     parser.add_argument("--fail-while", metavar="PATH", help="exit at once while PATH exists")
+    parser.add_argument("--echo-schema", metavar="JSON", help="list `echo` with this input schema instead")
     options = parser.parse_args()
     if options.fail_while and os.path.exists(options.fail_while):
         sys.exit(3)
@@ -195,7 +196,10 @@ def main() -> None:
         return
     if options.slow_start:
         time.sleep(options.slow_start)
-    anyio.run(_serve_stdio, build_server(State(options.extra_tools, storm=options.storm)))
+    state = State(options.extra_tools, storm=options.storm)
+    if options.echo_schema:
+        state.tools["echo"] = state.tools["echo"].model_copy(update={"input_schema": json.loads(options.echo_schema)})
+    anyio.run(_serve_stdio, build_server(state))
 
 
 if __name__ == "__main__":
