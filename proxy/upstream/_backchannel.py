@@ -1,26 +1,27 @@
 """The way back from an upstream to the downstream caller whose request it is serving.
 
 While a tool runs, an upstream may ask its client (toolbridge) for sampling, elicitation or roots,
-and may log about the call. Those must reach the downstream session that made the call. On a
-2026-era connection the requests come back inside the call itself (`InputRequiredResult` rounds
-that the SDK drives in the caller's task), so the context variable set around the call names the
-caller exactly. On a handshake-era connection they arrive on the connection with nothing on the
-wire linking them to a request: the connection's ledger of calls in flight names the caller when
-all of them come from one downstream session, and otherwise the upstream gets a clear error (never
-a hang). Log messages that name no caller go to the fleet's notice sink instead.
+and may log about the call. Those must reach the call that caused them, and no other: another
+call may be another user's. On a 2026-era connection the requests come back inside the call itself
+(`InputRequiredResult` rounds that the SDK drives in the caller's task), so the context variable
+set around the call names the caller exactly. On a handshake-era connection they arrive on the
+connection with nothing on the wire linking them to a request: they are the call's only when it is
+the one call in flight on the connection and no call ended recently without its answer (a late
+request of a cancelled call must not reach the next caller). Otherwise the upstream gets a clear
+error (never a hang), and a log message goes to the fleet's notice sink instead.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
-from mcp import types
+from mcp import MCPError, types
 from mcp.client.context import ClientRequestContext
 
 __all__ = ["BackChannel", "InFlight", "NoticeSink", "client_callbacks"]
@@ -33,13 +34,13 @@ _LOG_DRAIN_TIMEOUT = 5.0
 # Log messages on their way to one caller at once: past it an upstream's messages are dropped (and counted),
 # so a flood towards a slow client costs a bounded queue, not a blocked send per message (20,000 held ~300 MB).
 MAX_PENDING_LOGS = 256
+# How long after a call ended without its answer (cancelled, timed out, connection trouble) a request
+# or log on its handshake-era connection may still be that call's, and so is nobody's.
+ORPHAN_WINDOW = 60.0
 
 
 class BackChannel(Protocol):
-    """One downstream call's way back; `session` identifies the downstream session it belongs to."""
-
-    @property
-    def session(self) -> Hashable: ...
+    """One downstream call's way back."""
 
     async def sample(self, params: types.CreateMessageRequestParams) -> SamplingAnswer: ...
 
@@ -66,6 +67,7 @@ class InFlight:
 
     def __init__(self) -> None:
         self._calls: list[_Call] = []
+        self._orphans: list[float] = []  # when each call that ended without its answer stops counting
 
     @asynccontextmanager
     async def call(self, channel: BackChannel | None) -> AsyncIterator[None]:
@@ -80,11 +82,18 @@ class InFlight:
         entry = _Call(channel)
         token = _current.set(channel)
         self._calls.append(entry)
+        answered = False
         try:
             yield
+            answered = True
+        except MCPError as exc:
+            answered = exc.code not in (types.REQUEST_TIMEOUT, types.CONNECTION_CLOSED)  # an error answer ends it
+            raise
         finally:
             _current.reset(token)
             self._calls.remove(entry)
+            if not answered:
+                self._orphans.append(anyio.current_time() + ORPHAN_WINDOW)
             if entry.logs_dropped:
                 logger.warning("dropped %d log messages of one call: its caller read them too slowly",
                                entry.logs_dropped)
@@ -93,12 +102,14 @@ class InFlight:
                     await entry.drained.wait()
 
     def _caller(self) -> _Call | None:
-        """The call whose caller is unambiguous: this task's own, else the only session's latest."""
+        """The call that is certainly the requester: this task's own, else the only one that may be."""
         own = _current.get()
         if own is not None:
             return next((c for c in reversed(self._calls) if c.channel is own), _Call(own))
-        if self._calls and len({c.channel.session for c in self._calls}) == 1:
-            return self._calls[-1]
+        now = anyio.current_time()
+        self._orphans = [until for until in self._orphans if until > now]
+        if len(self._calls) == 1 and not self._orphans:
+            return self._calls[0]
         return None
 
     def channel(self) -> BackChannel | None:
@@ -127,8 +138,8 @@ class InFlight:
 def _no_caller(server: str, what: str) -> types.ErrorData:
     return types.ErrorData(
         code=types.INVALID_REQUEST,
-        message=f"toolbridge: {what} from server {server} reached no downstream caller "
-                "(none, or several sessions, have calls in flight on it)",
+        message=f"toolbridge: {what} from server {server} reached no downstream caller: it names no call, "
+                "and no call or several may have made it",
     )
 
 
