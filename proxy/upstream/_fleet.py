@@ -24,6 +24,7 @@ from mcp import Client, types
 
 from proxy.config import UpstreamConfig
 from proxy.errors import (
+    NeedsBackChannel,
     SessionLost,
     UpstreamError,
     UpstreamNeedsAuth,
@@ -221,6 +222,10 @@ class Fleet:
                                             progress_callback=progress_callback, channel=channel)
             except SessionLost:
                 await up.wait_replaced(conn)
+            except NeedsBackChannel:
+                if up.config.protocol != "auto":
+                    raise
+                await self._reconnect_in_handshake_era(up, conn)
             except UpstreamUnavailable:
                 if up.consent is None or not up.consent.needed:
                     raise
@@ -231,6 +236,22 @@ class Fleet:
         finally:
             up.pending -= 1
             up.last_used = anyio.current_time()
+
+    def _mode_of(self, up: Member) -> str:
+        if up.config.protocol != "auto":
+            return up.config.client_mode
+        return "legacy" if up.handshake_only else self._mode
+
+    async def _reconnect_in_handshake_era(self, up: Member, conn: Connection) -> None:
+        """A server that asks its client mid-call as handshake-era servers do (SDK context helpers) but
+        accepted 2026-07-28 has tools that fail in that era: speak the handshake era to it from now on.
+        The failed call never got its answer; the caller retries it on the new connection."""
+        if not up.handshake_only:
+            logger.warning("server %s asks its client over a back channel during calls, which the 2026-07-28 "
+                           "era does not have: reconnecting it in the handshake era", up.name)
+            up.handshake_only = True
+            conn.signals.mark_lost()
+        await up.wait_replaced(conn)
 
     async def request(
         self, server: str, what: str, operation: Callable[[Client], Awaitable[T]], channel: BackChannel | None = None
@@ -298,7 +319,7 @@ class Fleet:
             with anyio.CancelScope(deadline=started + config.connect_timeout) as scope:
                 async with (
                     connect(config, config_dir=self._config_dir, log_dir=self._log_dir, transport=up.transport,
-                            mode=self._mode if config.protocol == "auto" else config.client_mode,
+                            mode=self._mode_of(up),
                             notices=self._notices, auth=auth) as conn,
                     anyio.create_task_group() as tg,
                 ):

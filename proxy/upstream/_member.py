@@ -54,6 +54,7 @@ class Member:
     reason: str = "starting"
     last_error: str | None = None
     transport: TransportChoice = "auto"
+    handshake_only: bool = False  # a `protocol: auto` server seen asking its client over a back channel
     connection: Connection | None = None
     tool_count: int = 0
     failures: int = 0

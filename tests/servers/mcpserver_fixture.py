@@ -2,11 +2,11 @@
 
 A second upstream shape next to `conformance_fixture.py` (the lowlevel `Server`, which answers a
 2026-07-28 client with input-required rounds). Here tools ask for sampling and elicitation through
-the context helpers, as requests to the client while the tool runs: `ctx.elicit`-style calls on
-the request's stream, and a sampling request with no related request at all (it goes out on the
-connection's standalone channel, or the GET stream over HTTP). A 2026-07-28 connection has no such
-channel, so this server speaks the handshake era only; it is what a proxy meets from servers that
-predate input-required rounds.
+the session's helpers, as requests to the client while the tool runs, on the request's stream; the
+relay tests' tools send theirs related to no request at all (the connection's standalone channel).
+`MCPServer` accepts a 2026-07-28 client too, but such a connection has no channel for those
+requests and the tools fail: this is what a proxy meets from servers written before input-required
+rounds, which work only for a client that speaks the handshake era to them.
 
     python tests/servers/mcpserver_fixture.py              # stdio
     python tests/servers/mcpserver_fixture.py --http 3002  # Streamable HTTP at http://127.0.0.1:3002/mcp
@@ -26,6 +26,7 @@ import anyio
 from mcp import types
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -48,21 +49,25 @@ def _text(text: str, *, is_error: bool = False) -> types.CallToolResult:
 
 @mcp.tool(name="test_simple_text")
 def simple_text() -> str:
+    """Returns simple text content."""
     return "This is a simple text response for testing."
 
 
 @mcp.tool(name="test_image_content")
 def image_content() -> types.CallToolResult:
+    """Returns a PNG image."""
     return types.CallToolResult(content=[types.ImageContent(type="image", data=PNG, mime_type="image/png")])
 
 
 @mcp.tool(name="test_audio_content")
 def audio_content() -> types.CallToolResult:
+    """Returns a WAV audio clip."""
     return types.CallToolResult(content=[types.AudioContent(type="audio", data=WAV, mime_type="audio/wav")])
 
 
 @mcp.tool(name="test_embedded_resource")
 def embedded_resource() -> types.CallToolResult:
+    """Returns an embedded text resource."""
     resource = types.TextResourceContents(uri="test://embedded-resource", mime_type="text/plain",
                                           text="This is an embedded resource content.")
     return types.CallToolResult(content=[types.EmbeddedResource(type="resource", resource=resource)])
@@ -70,6 +75,7 @@ def embedded_resource() -> types.CallToolResult:
 
 @mcp.tool(name="test_multiple_content_types")
 def multiple_content_types() -> types.CallToolResult:
+    """Returns text, an image and an embedded resource."""
     resource = types.TextResourceContents(uri="test://mixed-content-resource", mime_type="application/json",
                                           text=json.dumps({"test": "data", "value": 123}))
     return types.CallToolResult(content=[
@@ -81,6 +87,7 @@ def multiple_content_types() -> types.CallToolResult:
 
 @mcp.tool(name="test_tool_with_logging")
 async def with_logging(ctx: Context) -> str:
+    """Sends three info log messages while it runs."""
     for message in ("Tool execution started", "Tool processing data", "Tool execution completed"):
         await ctx.info(message)
         await anyio.sleep(0.05)
@@ -89,11 +96,13 @@ async def with_logging(ctx: Context) -> str:
 
 @mcp.tool(name="test_error_handling")
 def error_handling() -> types.CallToolResult:
+    """Always returns an error result."""
     return _text("This tool intentionally returns an error for testing", is_error=True)
 
 
 @mcp.tool(name="test_tool_with_progress")
 async def with_progress(ctx: Context) -> str:
+    """Reports progress 0, 50 and 100 of 100."""
     for step in (0, 50, 100):
         await ctx.report_progress(step, 100, f"Completed step {step} of 100")
         await anyio.sleep(0.05)
@@ -102,9 +111,9 @@ async def with_progress(ctx: Context) -> str:
 
 @mcp.tool(name="test_sampling")
 async def sampling(prompt: str, ctx: Context) -> str:
-    """Asks the client's LLM to answer the prompt (a request related to no client request)."""
+    """Asks the client's LLM to answer the prompt."""
     message = types.SamplingMessage(role="user", content=types.TextContent(type="text", text=prompt))
-    result = await ctx.session.create_message(messages=[message], max_tokens=100)
+    result = await ctx.session.create_message(messages=[message], max_tokens=100, related_request_id=ctx.request_id)
     reply = result.content.text if isinstance(result.content, types.TextContent) else "(no text)"
     return f"LLM response: {reply}"
 
@@ -116,16 +125,19 @@ async def _elicit(ctx: Context, message: str, schema: dict[str, Any], label: str
 
 @mcp.tool(name="test_elicitation")
 async def elicitation(message: str, ctx: Context) -> str:
+    """Asks the user for a username and an email address (on the request's stream)."""
     return await _elicit(ctx, message, _USER_SCHEMA, "User response")
 
 
 @mcp.tool(name="test_elicitation_sep1034_defaults")
 async def elicitation_sep1034_defaults(ctx: Context) -> str:
+    """Elicits one field of each primitive type, each with a default."""
     return await _elicit(ctx, "Please provide user information", _SEP1034_SCHEMA, "Elicitation completed")
 
 
 @mcp.tool(name="test_elicitation_sep1330_enums")
 async def elicitation_sep1330_enums(ctx: Context) -> str:
+    """Elicits the five kinds of enum field."""
     return await _elicit(ctx, "Please select values using each kind of enum", _SEP1330_SCHEMA,
                          "Elicitation completed")
 
@@ -138,6 +150,7 @@ def json_schema_2020_12(name: str | None = None, address: dict[str, Any] | None 
 
 @mcp.tool(name="test_reconnection")
 async def reconnection(ctx: Context) -> str:
+    """Closes its SSE stream mid-call, then answers after the client resumes."""
     await ctx.info("Before disconnect")
     await ctx.close_sse_stream()
     await anyio.sleep(0.2)
@@ -172,6 +185,7 @@ async def late_sampling(tag: str, ctx: Context, delay: float = 0.5) -> str:
 
 @mcp.resource("test://static-text", name="static-text", mime_type="text/plain")
 def static_text() -> str:
+    """A static text resource."""
     return "This is the content of the static text resource."
 
 
@@ -192,29 +206,30 @@ def template_data(id: str) -> str:
 
 @mcp.prompt(name="test_simple_prompt")
 def simple_prompt() -> str:
+    """A simple prompt without arguments."""
     return "This is a simple prompt for testing."
 
 
 @mcp.prompt(name="test_prompt_with_arguments")
 def prompt_with_arguments(arg1: str, arg2: str) -> str:
+    """A prompt with two required arguments."""
     return f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
 
 
 @mcp.prompt(name="test_prompt_with_embedded_resource")
-def prompt_with_embedded_resource(resourceUri: str) -> list[types.PromptMessage]:
+def prompt_with_embedded_resource(resourceUri: str) -> list[UserMessage]:
+    """A prompt that embeds a resource."""
     resource = types.TextResourceContents(uri=resourceUri, mime_type="text/plain",
                                           text="Embedded resource content for testing.")
-    return [types.PromptMessage(role="user", content=types.EmbeddedResource(type="resource", resource=resource)),
-            types.PromptMessage(role="user", content=types.TextContent(
-                type="text", text="Please process the embedded resource above."))]
+    return [UserMessage(content=types.EmbeddedResource(type="resource", resource=resource)),
+            UserMessage(content=types.TextContent(type="text", text="Please process the embedded resource above."))]
 
 
 @mcp.prompt(name="test_prompt_with_image")
-def prompt_with_image() -> list[types.PromptMessage]:
-    return [types.PromptMessage(role="user", content=types.ImageContent(type="image", data=PNG,
-                                                                        mime_type="image/png")),
-            types.PromptMessage(role="user", content=types.TextContent(type="text",
-                                                                       text="Please analyze the image above."))]
+def prompt_with_image() -> list[UserMessage]:
+    """A prompt that includes an image."""
+    return [UserMessage(content=types.ImageContent(type="image", data=PNG, mime_type="image/png")),
+            UserMessage(content=types.TextContent(type="text", text="Please analyze the image above."))]
 
 
 @mcp.completion()
