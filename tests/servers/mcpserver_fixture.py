@@ -183,6 +183,20 @@ async def late_sampling(tag: str, ctx: Context, delay: float = 0.5) -> str:
     return "(no answer)"
 
 
+@mcp.tool(name="ask_url")
+async def ask_url(ctx: Context) -> str:
+    """Elicits a visit to a URL (URL mode, `ctx.elicit_url`) and returns what the user did."""
+    result = await ctx.elicit_url("Sign in", "https://example.com/login", "e-1")
+    return result.action
+
+
+@mcp.tool(name="list_roots")
+async def list_roots(ctx: Context) -> str:
+    """Asks the client for its roots (related to no request) and returns their URIs."""
+    result = await ctx.session.list_roots()
+    return ",".join(str(root.uri) for root in result.roots)
+
+
 @mcp.resource("test://static-text", name="static-text", mime_type="text/plain")
 def static_text() -> str:
     """A static text resource."""
