@@ -51,15 +51,15 @@ class BackChannel(Protocol):
     async def log(self, server: str, params: types.LoggingMessageNotificationParams) -> None: ...
 
 
-_current: ContextVar[BackChannel | None] = ContextVar("toolbridge_back_channel", default=None)
-
-
 @dataclass
 class _Call:
-    channel: BackChannel
+    channel: BackChannel | None  # None: a request whose caller cannot be asked (e.g. a 2026-era client's read)
     logs_pending: int = 0
     logs_dropped: int = 0
     drained: anyio.Event = field(default_factory=anyio.Event)
+
+
+_current: ContextVar[_Call | None] = ContextVar("toolbridge_upstream_call", default=None)
 
 
 class InFlight:
@@ -71,16 +71,14 @@ class InFlight:
 
     @asynccontextmanager
     async def call(self, channel: BackChannel | None) -> AsyncIterator[None]:
-        """Around one upstream call: its requests and logs find `channel` while it runs.
+        """Around one upstream request: what the upstream asks or logs meanwhile may be its caller's.
 
+        A request without a channel counts too: while it runs, nothing is certainly another call's.
         On the way out, log messages already received for the call are delivered first, so they
         reach the caller before the call's own answer does.
         """
-        if channel is None:
-            yield
-            return
         entry = _Call(channel)
-        token = _current.set(channel)
+        token = _current.set(entry)
         self._calls.append(entry)
         answered = False
         try:
@@ -105,7 +103,7 @@ class InFlight:
         """The call that is certainly the requester: this task's own, else the only one that may be."""
         own = _current.get()
         if own is not None:
-            return next((c for c in reversed(self._calls) if c.channel is own), _Call(own))
+            return own
         now = anyio.current_time()
         self._orphans = [until for until in self._orphans if until > now]
         if len(self._calls) == 1 and not self._orphans:
@@ -118,7 +116,7 @@ class InFlight:
 
     async def log(self, server: str, params: types.LoggingMessageNotificationParams, unrelated: NoticeSink) -> None:
         call = self._caller()
-        if call is None:
+        if call is None or call.channel is None:
             await unrelated(server, types.LoggingMessageNotification(params=params))
             return
         if call.logs_pending >= MAX_PENDING_LOGS:

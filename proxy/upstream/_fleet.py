@@ -197,7 +197,9 @@ class Fleet:
         upstream's sampling, elicitation, roots requests and logs go to `channel`. A lazy or
         stopped server is started (within its `connect_timeout`); a call to a server that is
         restarting waits for it (`restart_wait`). A call that finds the upstream's session gone
-        (it restarted) is retried once after reconnecting. A call to a server that needs the
+        (it restarted) is retried once after reconnecting, and so is one that failed because a
+        `protocol: auto` server asked its client over a back channel the 2026-07-28 era lacks (the
+        server is reconnected in the handshake era first). A call to a server that needs the
         user's consent asks for it through `channel` (a URL elicitation) and goes ahead once the
         server is connected.
 
@@ -205,6 +207,7 @@ class Fleet:
             UpstreamNeedsAuth: the server needs consent and the caller cannot give it.
             UpstreamUnavailable: the server is not connected, or died during the call.
             UpstreamTimeout: no answer within the server's `timeout`.
+            NeedsBackChannel: a server pinned to `protocol: 2026` asked its client over a back channel.
             UpstreamError: the upstream answered with a protocol error.
         """
         up = self._servers.get(server)
@@ -225,7 +228,7 @@ class Fleet:
             except NeedsBackChannel:
                 if up.config.protocol != "auto":
                     raise
-                await self._reconnect_in_handshake_era(up, conn)
+                await up.reconnect_in_handshake_era(conn)
             except UpstreamUnavailable:
                 if up.consent is None or not up.consent.needed:
                     raise
@@ -236,22 +239,6 @@ class Fleet:
         finally:
             up.pending -= 1
             up.last_used = anyio.current_time()
-
-    def _mode_of(self, up: Member) -> str:
-        if up.config.protocol != "auto":
-            return up.config.client_mode
-        return "legacy" if up.handshake_only else self._mode
-
-    async def _reconnect_in_handshake_era(self, up: Member, conn: Connection) -> None:
-        """A server that asks its client mid-call as handshake-era servers do (SDK context helpers) but
-        accepted 2026-07-28 has tools that fail in that era: speak the handshake era to it from now on.
-        The failed call never got its answer; the caller retries it on the new connection."""
-        if not up.handshake_only:
-            logger.warning("server %s asks its client over a back channel during calls, which the 2026-07-28 "
-                           "era does not have: reconnecting it in the handshake era", up.name)
-            up.handshake_only = True
-            conn.signals.mark_lost()
-        await up.wait_replaced(conn)
 
     async def request(
         self, server: str, what: str, operation: Callable[[Client], Awaitable[T]], channel: BackChannel | None = None
@@ -319,7 +306,7 @@ class Fleet:
             with anyio.CancelScope(deadline=started + config.connect_timeout) as scope:
                 async with (
                     connect(config, config_dir=self._config_dir, log_dir=self._log_dir, transport=up.transport,
-                            mode=self._mode_of(up),
+                            mode=up.client_mode(self._mode),
                             notices=self._notices, auth=auth) as conn,
                     anyio.create_task_group() as tg,
                 ):
