@@ -106,7 +106,7 @@ Run = Callable[[RoundTripChannel], Awaitable[types.CallToolResult]]
 
 
 class RoundTrips:
-    """The 2026-era calls in flight across downstream requests, by `requestState` token."""
+    """The 2026-era calls in flight across downstream requests, by the call id their `requestState` seals."""
 
     def __init__(self, states: RequestStates) -> None:
         self._states = states
@@ -131,7 +131,7 @@ class RoundTrips:
         """
         if params.request_state is not None:
             pending = self._pending.get(self._states.open(params.request_state, principal))
-            if pending is None or pending.principal != principal:
+            if pending is None:
                 raise MCPError(types.INVALID_PARAMS, "toolbridge: unknown or expired requestState")
             pending.ctx = ctx
             pending.answer(dict(params.input_responses or {}))
