@@ -7,7 +7,7 @@ upstream call runs in a background task that outlives one downstream request: ea
 waits for the call to finish or to need input. `requestState` is sealed and names the call and the
 principal that started it (`_request_state`): only that principal can answer for the call. A call
 nobody comes back for gives the upstream an error after `ANSWER_TIMEOUT` and is then forgotten; one
-whose client gave up (cancelled the round, or went away) is cancelled upstream.
+whose client gave up on a round (cancelled it, or dropped its request) is cancelled upstream.
 """
 
 from __future__ import annotations
