@@ -164,3 +164,26 @@ async def test_a_late_request_of_a_cancelled_call_reaches_no_other_caller(tmp_pa
             ok, text = await _call(b, "whoami_sampling", tag="bob-1", delay=1.2)
     assert "alice-late" not in bob.asked and "alice-late" not in alice.asked
     assert not ok and "reached no downstream caller" in text
+
+
+async def test_a_request_its_upstream_gave_up_on_is_not_handed_to_the_client(tmp_path: Path) -> None:
+    """The upstream's own timeouts: requests it stopped waiting for while the client was away are dropped."""
+    alice = User("alice")
+    answer = types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="x"), model="m")
+    async with _deployment(tmp_path, False) as (url, issuer), alice.client(url, issuer) as a:
+        with anyio.fail_after(30):
+            arguments = {"waits": [0.3, 0.3, 20]}
+            first = await a.session.call_tool("impatient_sampling", arguments, allow_input_required=True)
+            assert isinstance(first, types.InputRequiredResult)
+            await anyio.sleep(1.0)  # try-0 and try-1 time out upstream meanwhile; try-2 waits
+            responses = dict.fromkeys(first.input_requests or {}, answer)
+            second = await a.session.call_tool("impatient_sampling", arguments, input_responses=responses,
+                                               request_state=first.request_state, allow_input_required=True)
+            assert isinstance(second, types.InputRequiredResult)
+            prompts = [request.params.messages[0].content.text for request in (second.input_requests or {}).values()
+                       if isinstance(request, types.CreateMessageRequest)]
+            assert prompts == ["try-2"]
+            done = await a.session.call_tool("impatient_sampling", arguments,
+                                             input_responses=dict.fromkeys(second.input_requests or {}, answer),
+                                             request_state=second.request_state, allow_input_required=True)
+    assert isinstance(done, types.CallToolResult) and _text(done) == "answered try-2"

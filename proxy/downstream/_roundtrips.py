@@ -87,10 +87,14 @@ class RoundTripChannel(Relaying):
         refused = refusal(pending.ctx, request)
         if refused is not None:
             return refused
-        waiter = _Waiter(request)
-        pending.new[f"toolbridge-{next(self._keys)}"] = waiter
+        waiter, key = _Waiter(request), f"toolbridge-{next(self._keys)}"
+        pending.new[key] = waiter
         pending.poke()
-        await waiter.answered.wait()
+        try:
+            await waiter.answered.wait()
+        finally:  # the upstream may give up first (its own timeout): then nobody is to be asked any more
+            pending.new.pop(key, None)
+            pending.asked.pop(key, None)
         return waiter.answer
 
     async def _report(self, value: float, total: float | None, message: str | None) -> None:

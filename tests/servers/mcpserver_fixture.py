@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp import types
+from mcp import MCPError, types
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.message import ServerMessageMetadata
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conformance_fixture import (
@@ -181,6 +182,21 @@ async def late_sampling(tag: str, ctx: Context, delay: float = 0.5) -> str:
         with anyio.move_on_after(5):
             return await _sample_text(ctx, tag)
     return "(no answer)"
+
+
+@mcp.tool(name="impatient_sampling")
+async def impatient_sampling(ctx: Context, waits: list[float]) -> str:
+    """Asks for sampling once per entry of `waits`, giving up on each after that many seconds (its own timeout)."""
+    for attempt, wait in enumerate(waits):
+        message = types.SamplingMessage(role="user", content=types.TextContent(type="text", text=f"try-{attempt}"))
+        request = types.CreateMessageRequest(params=types.CreateMessageRequestParams(messages=[message], max_tokens=10))
+        try:
+            await ctx.session.send_request(request, types.CreateMessageResult, request_read_timeout_seconds=wait,
+                                           metadata=ServerMessageMetadata(related_request_id=ctx.request_id))
+        except MCPError:
+            continue
+        return f"answered try-{attempt}"
+    return "nobody answered"
 
 
 @mcp.tool(name="ask_url")
