@@ -260,7 +260,7 @@ async def _serve(
                                                            config.toolsets.large_results.max_chars),
                                 shared_promotions=gateway.shared.promotions(),
                                 tasks=await _tasks(gateway, http),
-                                request_states=RequestStates(await gateway.shared.sealing_key(),
+                                request_states=RequestStates(await gateway.shared.signing_key(),
                                                              http.replica_id if http is not None else None))
             await tg.start(handlers.run)
             gateway.notice_listeners.append(handlers.on_notice)

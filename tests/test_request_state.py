@@ -30,8 +30,8 @@ def _refusal(states: RequestStates, state: str, principal: str) -> str:
 
 async def test_replicas_sharing_redis_seal_with_one_key_and_name_the_replica_of_a_call(redis_url: str) -> None:
     async with open_shared_state(redis_url) as first, open_shared_state(redis_url) as second:
-        key = await first.sealing_key()
-        assert await second.sealing_key() == key
+        key = await first.signing_key()
+        assert await second.signing_key() == key
     a, b = RequestStates(key, "replica-a"), RequestStates(key, "replica-b")
     state = a.seal("call-1", "alice")
     assert a.open(state, "alice") == "call-1"
@@ -42,7 +42,7 @@ async def test_replicas_sharing_redis_seal_with_one_key_and_name_the_replica_of_
 
 async def test_without_redis_each_process_has_its_own_key() -> None:
     async with open_shared_state(None) as first, open_shared_state(None) as second:
-        assert await first.sealing_key() != await second.sealing_key()
+        assert await first.signing_key() != await second.signing_key()
 
 
 def test_an_altered_state_or_another_principals_is_refused() -> None:

@@ -2,7 +2,7 @@
 
 A client echoes the state back with its answers, and a client is not trusted with it: another user
 who learned a token could otherwise answer a sampling request in the caller's name. So the state is
-sealed with AES-256-GCM (the SDK's codec) under a key every replica holds (`SharedState.sealing_key`), and names
+sealed with AES-256-GCM (the SDK's codec) under a key every replica holds (`SharedState.signing_key`), and names
 the call, the principal it belongs to and the replica that runs it. A state that was altered, that
 another principal sends, or that names another replica's call is refused before any answer is
 taken from it.

@@ -1,5 +1,5 @@
 """State replicas share through Redis (or keep in this process without it): large results, cached
-catalogs, sessionless clients' promotions, the key `requestState` is sealed with.
+catalogs, sessionless clients' promotions.
 
 The Redis-backed stores are imported on first use (`open_shared_state` with a URL), never at start-up.
 """

@@ -1,16 +1,15 @@
 """The state replicas share, opened once per process: Redis when `redis_url` is set, else this process.
 
 Only what must outlive a replica or be seen by another goes here: the large-result store, the
-cached upstream catalogs, sessionless clients' promotions and the key `requestState` is sealed
-with. Everything else (sessions, upstream connections, the registry) is per replica by design: each
-replica runs its own fleet from the same config dir, so each sees the same upstream changes itself
-and tells its own sessions (no subscription bus between replicas).
+cached upstream catalogs, sessionless clients' promotions and the key handles are signed and
+`requestState` is sealed with. Everything else (sessions, upstream connections, the registry) is
+per replica by design: each replica runs its own fleet from the same config dir, so each sees the
+same upstream changes itself and tells its own sessions (no subscription bus between replicas).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -29,8 +28,6 @@ if TYPE_CHECKING:
 
 __all__ = ["RESULT_TTL", "CatalogCache", "SharedState", "open_shared_state"]
 
-SEALING_KEY = "toolbridge:sealing-key"  # the Redis key of the key every replica seals `requestState` with
-SEALING_KEY_BYTES = 32
 RESULT_TTL = 3600.0  # a result link stays readable this long
 MEMORY_RESULT_CHARS = 50_000_000  # the in-process store's bound, oldest out first
 logger = logging.getLogger(__name__)
@@ -57,26 +54,6 @@ class SharedState:
 
         return RedisCatalogCache(self.redis, key)
 
-    async def sealing_key(self) -> bytes:
-        """The key replicas seal what they hand clients with: the first replica to start stores it in
-        Redis; without Redis (or with Redis down: logged) it is this process's own."""
-        mine = os.urandom(SEALING_KEY_BYTES)
-        if self.redis is None:
-            return mine
-        from redis.exceptions import RedisError
-
-        try:
-            await self.redis.set(SEALING_KEY, mine, nx=True)
-            stored = await self.redis.get(SEALING_KEY)
-        except RedisError as exc:
-            logger.warning("Redis unreachable (%s): this replica seals with a key of its own", type(exc).__name__)
-            return mine
-        if not isinstance(stored, bytes) or len(stored) != SEALING_KEY_BYTES:
-            logger.warning("Redis key %s is not a %d-byte key: this replica seals with a key of its own",
-                           SEALING_KEY, SEALING_KEY_BYTES)
-            return mine
-        return stored
-
     def promotions(self) -> SharedPromotions | None:
         """Sessionless clients' promotions, seen by every replica; None: this process is the only one."""
         if self.redis is None:
@@ -87,7 +64,7 @@ class SharedState:
 
 
     async def signing_key(self) -> bytes:
-        """The key task ids are signed with: one for every replica sharing this Redis."""
+        """The key task ids are signed and `requestState` is sealed with: one for every replica sharing this Redis."""
         from proxy.shared._signing import signing_key
 
         return await signing_key(self.redis)
