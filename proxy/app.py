@@ -31,6 +31,7 @@ from proxy.downstream import (
     LargeResults,
     ProtectedResource,
     ReplicaMarker,
+    RequestStates,
     TaskIds,
     Tasks,
     build_server,
@@ -258,7 +259,9 @@ async def _serve(
                                 large_results=LargeResults(gateway.shared.results,
                                                            config.toolsets.large_results.max_chars),
                                 shared_promotions=gateway.shared.promotions(),
-                                tasks=await _tasks(gateway, http))
+                                tasks=await _tasks(gateway, http),
+                                request_states=RequestStates(await gateway.shared.signing_key(),
+                                                             http.replica_id if http is not None else None))
             await tg.start(handlers.run)
             gateway.notice_listeners.append(handlers.on_notice)
             if audit is not None:

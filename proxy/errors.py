@@ -8,6 +8,7 @@
     │   │   │   ├── UpstreamNeedsAuth        an OAuth upstream waits for the user's consent (`toolbridge login`)
     │   │   │   └── AuthorizationFailed      the OAuth flow itself failed (e.g. an `iss` from another issuer)
     │   │   └── SessionLost                  the upstream restarted and forgot us; the request never ran
+    │   ├── NeedsBackChannel                 it asked its client mid-call over a channel 2026-07-28 lacks
     │   └── UpstreamTimeout                  no answer within the configured time
     └── ToolCallError                        a call refused before it reached any upstream
         ├── BridgeError                      a malformed bridge call (wrong types, too many names)
@@ -38,6 +39,7 @@ __all__ = [
     "ConfigError",
     "HttpResponse",
     "InvalidArguments",
+    "NeedsBackChannel",
     "OutOfScope",
     "SessionLost",
     "ToolCallError",
@@ -112,6 +114,11 @@ class AuthorizationFailed(UpstreamRefused):
 
 class SessionLost(UpstreamUnavailable):
     """The upstream no longer knows our session (it restarted); the request never ran."""
+
+
+class NeedsBackChannel(UpstreamError):
+    """On a 2026-07-28 connection, the server asked its client for sampling, elicitation or roots as a
+    request of its own, which that era has no channel for (it failed there); the handshake era has one."""
 
 
 class UpstreamTimeout(UpstreamError):

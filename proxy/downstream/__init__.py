@@ -16,6 +16,7 @@ from proxy.downstream._notifier import ChangeNotifier
 from proxy.downstream._observe import BRIDGE_SERVER, CallObserver, CallRecord
 from proxy.downstream._protocol import Upstreams
 from proxy.downstream._replica import REPLICA_ID_PATTERN, ReplicaMarker
+from proxy.downstream._request_state import RequestStates
 from proxy.downstream._resource import ProtectedResource
 from proxy.downstream._server import Handlers
 from proxy.downstream._stdio import stdio_transport
@@ -34,6 +35,7 @@ __all__ = [
     "LargeResults",
     "ProtectedResource",
     "ReplicaMarker",
+    "RequestStates",
     "TaskIds",
     "Tasks",
     "Upstreams",

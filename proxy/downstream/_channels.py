@@ -8,7 +8,7 @@ or that answers with an error, gives the upstream a clear error instead.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import anyio
@@ -141,9 +141,8 @@ class LatestProgress:
 class SessionChannel(Relaying):
     """The back channel of one handshake-era downstream request (`BackChannel`)."""
 
-    def __init__(self, ctx: RequestContext, session: Hashable, level: LevelOf) -> None:
+    def __init__(self, ctx: RequestContext, level: LevelOf) -> None:
         self.ctx = ctx
-        self.session = session
         self._level = level
         self.progress = LatestProgress(ctx.session.report_progress)
 

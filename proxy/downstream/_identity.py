@@ -6,9 +6,12 @@ import json
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from proxy.downstream._channels import RequestContext
+from mcp.server.auth.provider import principal_components
 
-__all__ = ["SessionlessClient", "client_name", "promotion_key", "session_key"]
+from proxy.downstream._channels import RequestContext
+from proxy.downstream._observe import session_label
+
+__all__ = ["SessionlessClient", "client_name", "principal", "promotion_key", "session_key"]
 
 
 def session_key(ctx: RequestContext) -> Hashable | None:
@@ -48,3 +51,14 @@ def promotion_key(ctx: RequestContext) -> Hashable | None:
 def client_name(ctx: RequestContext) -> str | None:
     params = ctx.session.client_params
     return params.client_info.name if params is not None and params.client_info is not None else None
+
+
+def principal(ctx: RequestContext) -> str:
+    """Whom a request speaks for, as text: its token's (client, issuer, subject) over HTTP with OAuth,
+    and its session (its `Mcp-Session-Id`, or its stdio or in-memory connection).
+
+    A sessionless request without a token is anonymous: every such request is the same principal,
+    told apart only by what it holds (an unguessable `requestState`).
+    """
+    token = getattr(ctx.request.scope.get("user"), "access_token", None) if ctx.request is not None else None
+    return json.dumps([principal_components(token) if token is not None else None, session_label(session_key(ctx))])

@@ -4,16 +4,17 @@ A 2026-07-28 client has no back-channel: when the upstream asks for sampling, el
 during the call, toolbridge answers the downstream request with an `InputRequiredResult` carrying
 those requests and an opaque `requestState`, and the client calls again with the answers. So the
 upstream call runs in a background task that outlives one downstream request: each downstream round
-waits for the call to finish or to need input. `requestState` is a random token bound to the
-session that started the call; a call nobody comes back for gives the upstream an error after
-`ANSWER_TIMEOUT` and is then forgotten.
+waits for the call to finish or to need input. `requestState` is sealed and names the call and the
+principal that started it (`_request_state`): only that principal can answer for the call. A call
+nobody comes back for gives the upstream an error after `ANSWER_TIMEOUT` and is then forgotten; one
+whose client gave up on a round (cancelled it, or dropped its request) is cancelled upstream.
 """
 
 from __future__ import annotations
 
 import itertools
 import secrets
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,7 @@ from proxy.downstream._channels import (
     log_notification,
     refusal,
 )
+from proxy.downstream._request_state import RequestStates
 
 _COLLECT_TIMEOUT = 60.0  # how long a finished call waits for the round that collects it
 
@@ -43,9 +45,10 @@ class _Waiter:
 
 @dataclass
 class _Pending:
-    session: Hashable
+    principal: str
     ctx: RequestContext
-    token: str | None = None  # given when the call first needs input: only then can a round come back
+    call: str = field(default_factory=lambda: secrets.token_urlsafe(16))
+    state: str | None = None  # sealed when the call first needs input: only then can a round come back
     new: dict[str, _Waiter] = field(default_factory=dict)
     asked: dict[str, _Waiter] = field(default_factory=dict)
     result: types.CallToolResult | None = None
@@ -79,19 +82,19 @@ class RoundTripChannel(Relaying):
         self._keys = itertools.count(1)
         self.progress = LatestProgress(self._report)
 
-    @property
-    def session(self) -> Hashable:
-        return self._pending.session
-
     async def _relay(self, request: types.InputRequest) -> Any:
         pending = self._pending
         refused = refusal(pending.ctx, request)
         if refused is not None:
             return refused
-        waiter = _Waiter(request)
-        pending.new[f"toolbridge-{next(self._keys)}"] = waiter
+        waiter, key = _Waiter(request), f"toolbridge-{next(self._keys)}"
+        pending.new[key] = waiter
         pending.poke()
-        await waiter.answered.wait()
+        try:
+            await waiter.answered.wait()
+        finally:  # the upstream may give up first (its own timeout): then nobody is to be asked any more
+            pending.new.pop(key, None)
+            pending.asked.pop(key, None)
         return waiter.answer
 
     async def _report(self, value: float, total: float | None, message: str | None) -> None:
@@ -107,10 +110,11 @@ Run = Callable[[RoundTripChannel], Awaitable[types.CallToolResult]]
 
 
 class RoundTrips:
-    """The 2026-era calls in flight across downstream requests, by `requestState` token."""
+    """The 2026-era calls in flight across downstream requests, by the call id their `requestState` seals."""
 
-    def __init__(self) -> None:
-        self._pending: dict[str, _Pending] = {}
+    def __init__(self, states: RequestStates) -> None:
+        self._states = states
+        self._pending: dict[str, _Pending] = {}  # by call id, from the first time a call needs input
         self._tg: anyio.abc.TaskGroup | None = None
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -121,23 +125,23 @@ class RoundTrips:
             await anyio.sleep_forever()
 
     async def call(
-        self, ctx: RequestContext, session: Hashable, params: types.CallToolRequestParams, run: Run
+        self, ctx: RequestContext, principal: str, params: types.CallToolRequestParams, run: Run
     ) -> types.CallToolResult | types.InputRequiredResult:
         """Start `run` (or, with a `requestState`, resume it with the client's answers) and wait for
         its result or its next input requests.
 
         Raises:
-            MCPError: the `requestState` is unknown, expired or another session's.
+            MCPError: the `requestState` was altered, is another principal's, or its call is over.
         """
         if params.request_state is not None:
-            pending = self._pending.get(params.request_state)
-            if pending is None or pending.session != session:
+            pending = self._pending.get(self._states.open(params.request_state, principal))
+            if pending is None:
                 raise MCPError(types.INVALID_PARAMS, "toolbridge: unknown or expired requestState")
             pending.ctx = ctx
             pending.answer(dict(params.input_responses or {}))
         else:
             assert self._tg is not None, "RoundTrips.run is not running"
-            pending = _Pending(session, ctx)
+            pending = _Pending(principal, ctx)
             self._tg.start_soon(self._run, pending, run)
         return await self._next(pending)
 
@@ -148,14 +152,14 @@ class RoundTrips:
         finally:
             pending.finished = True
             pending.poke()
-        if pending.token is None:
+        if pending.state is None:
             return  # never needed input: the round that started it is waiting for the result
         try:
             if not pending.rounds_waiting:  # else a waiting round collects it (or was cancelled, and so is the call)
                 with anyio.move_on_after(_COLLECT_TIMEOUT):
                     await pending.collected.wait()
         finally:
-            self._pending.pop(pending.token, None)
+            self._pending.pop(pending.call, None)
 
     async def _next(self, pending: _Pending) -> types.CallToolResult | types.InputRequiredResult:
         pending.rounds_waiting += 1
@@ -167,14 +171,14 @@ class RoundTrips:
                 if pending.finished:
                     raise MCPError(types.INTERNAL_ERROR, "toolbridge: the call ended without a result")
                 if pending.new:
-                    if pending.token is None:
-                        pending.token = secrets.token_urlsafe(24)
-                        self._pending[pending.token] = pending
+                    if pending.state is None:
+                        pending.state = self._states.seal(pending.call, pending.principal)
+                        self._pending[pending.call] = pending
                     handed, pending.new = pending.new, {}
                     pending.asked.update(handed)
                     return types.InputRequiredResult(
                         input_requests={key: waiter.request for key, waiter in handed.items()},
-                        request_state=pending.token,
+                        request_state=pending.state,
                     )
                 await pending.changed.wait()
         except anyio.get_cancelled_exc_class():

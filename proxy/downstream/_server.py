@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Hashable, Iterable, Mapping
 from itertools import islice
@@ -26,7 +27,7 @@ from proxy.downstream import _bridge as bridge
 from proxy.downstream._arguments import check_call, entry_schema
 from proxy.downstream._carried import list_hint
 from proxy.downstream._channels import RequestContext, SessionChannel
-from proxy.downstream._identity import SessionlessClient, client_name, promotion_key, session_key
+from proxy.downstream._identity import SessionlessClient, client_name, principal, promotion_key, session_key
 from proxy.downstream._large import LargeResults
 from proxy.downstream._logging import SessionLogs
 from proxy.downstream._notifier import ChangeNotifier, Kind
@@ -34,6 +35,7 @@ from proxy.downstream._observe import BRIDGE_SERVER, CallObserver, CallRecord, s
 from proxy.downstream._promotion import Promotions
 from proxy.downstream._prompts import Prompts
 from proxy.downstream._protocol import Upstreams
+from proxy.downstream._request_state import RequestStates
 from proxy.downstream._resources import Resources
 from proxy.downstream._roundtrips import RoundTripChannel, RoundTrips
 from proxy.downstream._tasks import Tasks, declared
@@ -94,6 +96,7 @@ class Handlers:
         large_results: LargeResults | None = None,
         shared_promotions: SharedPromotions | None = None,
         tasks: Tasks | None = None,
+        request_states: RequestStates | None = None,
     ) -> None:
         self.on_call = on_call
         self.large_results = large_results
@@ -104,7 +107,7 @@ class Handlers:
         self.startup_wait = startup_wait
         self.startup_deadline: float | None = None  # set by the first request that waits
         self.fixed_profile = profile
-        self.round_trips = RoundTrips()
+        self.round_trips = RoundTrips(request_states or RequestStates(os.urandom(32)))
         self.logs = SessionLogs(views, upstreams)
         self.resources = Resources(upstreams, self._view, self._request_channel, session_key)
         self.prompts = Prompts(upstreams, self._view, self._request_channel)
@@ -167,7 +170,7 @@ class Handlers:
         if not _legacy(ctx):
             return None
         key = session_key(ctx)
-        return SessionChannel(ctx, key, lambda: self.logs.level(key))
+        return SessionChannel(ctx, lambda: self.logs.level(key))
 
     def _remember(self, ctx: RequestContext, view: SessionView, kind: Kind) -> None:
         key = session_key(ctx)
@@ -313,16 +316,16 @@ class Handlers:
     ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         """Answer a call; a 2026-era session's call runs across input-required rounds when it must, and
         one that declared the tasks extension gets the task an upstream made of it (`_tasks`)."""
-        key = session_key(ctx)
         if _legacy(ctx):
-            return await self._answer(ctx, params, SessionChannel(ctx, key, lambda: self.logs.level(key)))
+            key = session_key(ctx)
+            return await self._answer(ctx, params, SessionChannel(ctx, lambda: self.logs.level(key)))
 
         async def run(channel: RoundTripChannel) -> types.CallToolResult:
             return await self._answer(ctx, params, channel)
 
         accepting = accepting_tasks.set(declared(ctx))  # the background call started here inherits it
         try:
-            result = await self.round_trips.call(ctx, key, params, run)
+            result = await self.round_trips.call(ctx, principal(ctx), params, run)
         finally:
             accepting_tasks.reset(accepting)
         return self.tasks.handle(ctx, result) if isinstance(result, HandedOver) else result

@@ -1,10 +1,10 @@
 """The state replicas share, opened once per process: Redis when `redis_url` is set, else this process.
 
 Only what must outlive a replica or be seen by another goes here: the large-result store, the
-cached upstream catalogs and sessionless clients' promotions. Everything else (sessions, upstream
-connections, the registry) is per replica by design: each replica runs its own fleet from the same
-config dir, so each sees the same upstream changes itself and tells its own sessions (no
-subscription bus between replicas).
+cached upstream catalogs, sessionless clients' promotions and the key handles are signed and
+`requestState` is sealed with. Everything else (sessions, upstream connections, the registry) is
+per replica by design: each replica runs its own fleet from the same config dir, so each sees the
+same upstream changes itself and tells its own sessions (no subscription bus between replicas).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class SharedState:
 
 
     async def signing_key(self) -> bytes:
-        """The key task ids are signed with: one for every replica sharing this Redis."""
+        """The key task ids are signed and `requestState` is sealed with: one for every replica sharing this Redis."""
         from proxy.shared._signing import signing_key
 
         return await signing_key(self.redis)

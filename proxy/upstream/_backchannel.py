@@ -1,26 +1,27 @@
 """The way back from an upstream to the downstream caller whose request it is serving.
 
 While a tool runs, an upstream may ask its client (toolbridge) for sampling, elicitation or roots,
-and may log about the call. Those must reach the downstream session that made the call. On a
-2026-era connection the requests come back inside the call itself (`InputRequiredResult` rounds
-that the SDK drives in the caller's task), so the context variable set around the call names the
-caller exactly. On a handshake-era connection they arrive on the connection with nothing on the
-wire linking them to a request: the connection's ledger of calls in flight names the caller when
-all of them come from one downstream session, and otherwise the upstream gets a clear error (never
-a hang). Log messages that name no caller go to the fleet's notice sink instead.
+and may log about the call. Those must reach the call that caused them, and no other: another
+call may be another user's. On a 2026-era connection the requests come back inside the call itself
+(`InputRequiredResult` rounds that the SDK drives in the caller's task), so the context variable
+set around the call names the caller exactly. On a handshake-era connection they arrive on the
+connection with nothing on the wire linking them to a request: they are the call's only when it is
+the one call in flight on the connection and no call ended recently without its answer (a late
+request of a cancelled call must not reach the next caller). Otherwise the upstream gets a clear
+error (never a hang), and a log message goes to the fleet's notice sink instead.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
-from mcp import types
+from mcp import MCPError, types
 from mcp.client.context import ClientRequestContext
 
 __all__ = ["BackChannel", "InFlight", "NoticeSink", "client_callbacks"]
@@ -33,13 +34,13 @@ _LOG_DRAIN_TIMEOUT = 5.0
 # Log messages on their way to one caller at once: past it an upstream's messages are dropped (and counted),
 # so a flood towards a slow client costs a bounded queue, not a blocked send per message (20,000 held ~300 MB).
 MAX_PENDING_LOGS = 256
+# How long after a call ended without its answer (cancelled, timed out, connection trouble) a request
+# or log on its handshake-era connection may still be that call's, and so is nobody's.
+ORPHAN_WINDOW = 60.0
 
 
 class BackChannel(Protocol):
-    """One downstream call's way back; `session` identifies the downstream session it belongs to."""
-
-    @property
-    def session(self) -> Hashable: ...
+    """One downstream call's way back."""
 
     async def sample(self, params: types.CreateMessageRequestParams) -> SamplingAnswer: ...
 
@@ -50,15 +51,15 @@ class BackChannel(Protocol):
     async def log(self, server: str, params: types.LoggingMessageNotificationParams) -> None: ...
 
 
-_current: ContextVar[BackChannel | None] = ContextVar("toolbridge_back_channel", default=None)
-
-
 @dataclass
 class _Call:
-    channel: BackChannel
+    channel: BackChannel | None  # None: a request whose caller cannot be asked (e.g. a 2026-era client's read)
     logs_pending: int = 0
     logs_dropped: int = 0
     drained: anyio.Event = field(default_factory=anyio.Event)
+
+
+_current: ContextVar[_Call | None] = ContextVar("toolbridge_upstream_call", default=None)
 
 
 class InFlight:
@@ -66,25 +67,31 @@ class InFlight:
 
     def __init__(self) -> None:
         self._calls: list[_Call] = []
+        self._orphans: list[float] = []  # when each call that ended without its answer stops counting
 
     @asynccontextmanager
     async def call(self, channel: BackChannel | None) -> AsyncIterator[None]:
-        """Around one upstream call: its requests and logs find `channel` while it runs.
+        """Around one upstream request: what the upstream asks or logs meanwhile may be its caller's.
 
+        A request without a channel counts too: while it runs, nothing is certainly another call's.
         On the way out, log messages already received for the call are delivered first, so they
         reach the caller before the call's own answer does.
         """
-        if channel is None:
-            yield
-            return
         entry = _Call(channel)
-        token = _current.set(channel)
+        token = _current.set(entry)
         self._calls.append(entry)
+        answered = False
         try:
             yield
+            answered = True
+        except MCPError as exc:
+            answered = exc.code not in (types.REQUEST_TIMEOUT, types.CONNECTION_CLOSED)  # an error answer ends it
+            raise
         finally:
             _current.reset(token)
             self._calls.remove(entry)
+            if not answered:
+                self._orphans.append(anyio.current_time() + ORPHAN_WINDOW)
             if entry.logs_dropped:
                 logger.warning("dropped %d log messages of one call: its caller read them too slowly",
                                entry.logs_dropped)
@@ -93,12 +100,14 @@ class InFlight:
                     await entry.drained.wait()
 
     def _caller(self) -> _Call | None:
-        """The call whose caller is unambiguous: this task's own, else the only session's latest."""
+        """The call that is certainly the requester: this task's own, else the only one that may be."""
         own = _current.get()
         if own is not None:
-            return next((c for c in reversed(self._calls) if c.channel is own), _Call(own))
-        if self._calls and len({c.channel.session for c in self._calls}) == 1:
-            return self._calls[-1]
+            return own
+        now = anyio.current_time()
+        self._orphans = [until for until in self._orphans if until > now]
+        if len(self._calls) == 1 and not self._orphans:
+            return self._calls[0]
         return None
 
     def channel(self) -> BackChannel | None:
@@ -107,7 +116,7 @@ class InFlight:
 
     async def log(self, server: str, params: types.LoggingMessageNotificationParams, unrelated: NoticeSink) -> None:
         call = self._caller()
-        if call is None:
+        if call is None or call.channel is None:
             await unrelated(server, types.LoggingMessageNotification(params=params))
             return
         if call.logs_pending >= MAX_PENDING_LOGS:
@@ -127,8 +136,8 @@ class InFlight:
 def _no_caller(server: str, what: str) -> types.ErrorData:
     return types.ErrorData(
         code=types.INVALID_REQUEST,
-        message=f"toolbridge: {what} from server {server} reached no downstream caller "
-                "(none, or several sessions, have calls in flight on it)",
+        message=f"toolbridge: {what} from server {server} reached no downstream caller: it names no call, "
+                "and no call or several may have made it",
     )
 
 

@@ -18,12 +18,14 @@ import anyio
 import anyio.lowlevel
 from mcp import Client, MCPError, types
 from mcp.client.subscriptions import ListenNotSupportedError, ResourceUpdated, SubscriptionLost
+from mcp.shared.exceptions import NoBackChannelError
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from proxy import __version__
 from proxy.config import UpstreamConfig
 from proxy.errors import (
     HttpResponse,
+    NeedsBackChannel,
     UpstreamTimeout,
     UpstreamUnavailable,
     translate,
@@ -45,6 +47,17 @@ CLIENT_INFO = types.Implementation(name="toolbridge", version=__version__)
 MAX_PAGES = 1000
 KEEPALIVE_TIMEOUT = 10.0
 LISTEN_RETRY_DELAY = 1.0
+
+
+# What an SDK server answers when a tool asks its 2026-07-28 client over a back channel (`NoBackChannelError`):
+# the error reaches us as a code and a message only, so the message the SDK builds is what identifies it.
+_NO_BACK_CHANNEL = frozenset(NoBackChannelError(method).error.message
+                             for method in ("sampling/createMessage", "elicitation/create", "roots/list"))
+
+
+def lacks_back_channel(exc: Exception) -> bool:
+    """Whether a request failed because the server asked its client over a channel the era does not have."""
+    return isinstance(exc, MCPError) and exc.code == types.INVALID_REQUEST and exc.message in _NO_BACK_CHANNEL
 
 
 def filter_tools(tools: Iterable[types.Tool], include: Sequence[str], exclude: Sequence[str]) -> list[types.Tool]:
@@ -317,6 +330,9 @@ class Connection:
                         name, arguments, read_timeout_seconds=timeout, progress_callback=progress_callback
                     )
         except Exception as exc:
+            if self.modern and lacks_back_channel(exc):
+                raise NeedsBackChannel(self.server, f"tool {name!r} asks its client over a back channel, "
+                                                    "which the 2026-07-28 era does not have") from exc
             error = translate(self.server, exc, responses=self.responses[seen:], during=f"tool {name!r}")
             if isinstance(error, UpstreamTimeout):
                 error = UpstreamTimeout(self.server, f"tool {name!r} gave no answer within {timeout:g} s; cancelled")

@@ -24,6 +24,7 @@ from mcp import Client, types
 
 from proxy.config import UpstreamConfig
 from proxy.errors import (
+    NeedsBackChannel,
     SessionLost,
     UpstreamError,
     UpstreamNeedsAuth,
@@ -196,7 +197,9 @@ class Fleet:
         upstream's sampling, elicitation, roots requests and logs go to `channel`. A lazy or
         stopped server is started (within its `connect_timeout`); a call to a server that is
         restarting waits for it (`restart_wait`). A call that finds the upstream's session gone
-        (it restarted) is retried once after reconnecting. A call to a server that needs the
+        (it restarted) is retried once after reconnecting, and so is one that failed because a
+        `protocol: auto` server asked its client over a back channel the 2026-07-28 era lacks (the
+        server is reconnected in the handshake era first). A call to a server that needs the
         user's consent asks for it through `channel` (a URL elicitation) and goes ahead once the
         server is connected.
 
@@ -204,6 +207,7 @@ class Fleet:
             UpstreamNeedsAuth: the server needs consent and the caller cannot give it.
             UpstreamUnavailable: the server is not connected, or died during the call.
             UpstreamTimeout: no answer within the server's `timeout`.
+            NeedsBackChannel: a server pinned to `protocol: 2026` asked its client over a back channel.
             UpstreamError: the upstream answered with a protocol error.
         """
         up = self._servers.get(server)
@@ -221,6 +225,10 @@ class Fleet:
                                             progress_callback=progress_callback, channel=channel)
             except SessionLost:
                 await up.wait_replaced(conn)
+            except NeedsBackChannel:
+                if up.config.protocol != "auto":
+                    raise
+                await up.reconnect_in_handshake_era(conn)
             except UpstreamUnavailable:
                 if up.consent is None or not up.consent.needed:
                     raise
@@ -298,7 +306,7 @@ class Fleet:
             with anyio.CancelScope(deadline=started + config.connect_timeout) as scope:
                 async with (
                     connect(config, config_dir=self._config_dir, log_dir=self._log_dir, transport=up.transport,
-                            mode=self._mode if config.protocol == "auto" else config.client_mode,
+                            mode=up.client_mode(self._mode),
                             notices=self._notices, auth=auth) as conn,
                     anyio.create_task_group() as tg,
                 ):

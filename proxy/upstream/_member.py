@@ -7,6 +7,7 @@ so every wait here is bounded by the member's own config (`connect_timeout`, `re
 from __future__ import annotations
 
 import enum
+import logging
 from dataclasses import dataclass, field
 
 import anyio
@@ -15,6 +16,8 @@ from proxy.config import UpstreamConfig
 from proxy.errors import UpstreamUnavailable
 from proxy.upstream._client import Connection, TransportChoice
 from proxy.upstream._consent import Consent
+
+logger = logging.getLogger(__name__)
 
 
 class UpstreamState(enum.Enum):
@@ -54,6 +57,7 @@ class Member:
     reason: str = "starting"
     last_error: str | None = None
     transport: TransportChoice = "auto"
+    handshake_only: bool = False  # a `protocol: auto` server seen asking its client over a back channel
     connection: Connection | None = None
     tool_count: int = 0
     failures: int = 0
@@ -130,6 +134,23 @@ class Member:
         if self.state is not UpstreamState.READY or self.connection is None:
             raise UpstreamUnavailable(self.name, f"temporarily unavailable ({self.reason})")
         return self.connection
+
+    def client_mode(self, auto: str) -> str:
+        """The SDK `Client` mode to connect with; `auto`: the fleet's for a `protocol: auto` server."""
+        if self.config.protocol != "auto":
+            return self.config.client_mode
+        return "legacy" if self.handshake_only else auto
+
+    async def reconnect_in_handshake_era(self, conn: Connection) -> None:
+        """A server that asks its client mid-call the handshake-era way (SDK context helpers) but accepted
+        2026-07-28 has tools that fail in that era: speak the handshake era to it from now on, and wait for
+        the new connection. The failed call never got its answer; the caller sends it again there."""
+        if not self.handshake_only:
+            logger.warning("server %s asks its client over a back channel during calls, which the 2026-07-28 "
+                           "era does not have: reconnecting it in the handshake era", self.name)
+            self.handshake_only = True
+            conn.signals.mark_lost()
+        await self.wait_replaced(conn)
 
     async def wait_replaced(self, old: Connection) -> None:
         """Wait (within connect_timeout) for the supervisor to bring up a new connection."""

@@ -1,15 +1,21 @@
-"""The official MCP conformance suite (server scenarios): against the fixture, and through toolbridge.
+"""The official MCP conformance suite (server scenarios): against two fixtures, and through toolbridge.
 
 The suite runs need `scripts/conformance-setup.sh` (Node >= 22 and the pinned suite in `.tools/`)
-and are skipped without it. A direct run pins what the fixture passes; `toolbridge serve --transport
-http` in front of the fixture (a stdio upstream, or a Streamable HTTP one) with `prefix: false` and
-`core: ["*"]` must pass exactly the same scenarios, judged on each check's details.
+and are skipped without it. A direct run pins what each fixture passes; `toolbridge serve --transport
+http` in front of it (a stdio upstream, or a Streamable HTTP one) with `prefix: false` and
+`core: ["*"]` must pass every scenario the fixture passes directly, judged on each check's details.
+The fixtures are two shapes of server: the lowlevel `Server` (`conformance_fixture.py`, both eras,
+input-required rounds on 2026-07-28) and `MCPServer` with its session helpers
+(`mcpserver_fixture.py`, whose tools ask the client over a back channel, as handshake-era servers do).
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +30,7 @@ from servers.conformance_fixture import http_app
 
 REPO = Path(__file__).resolve().parent.parent.parent
 FIXTURE = REPO / "tests" / "servers" / "conformance_fixture.py"
+MCPSERVER_FIXTURE = REPO / "tests" / "servers" / "mcpserver_fixture.py"
 SCRIPT = REPO / "scripts" / "conformance.py"
 SUITE = REPO / ".tools" / "conformance" / "node_modules" / "@modelcontextprotocol" / "conformance"
 
@@ -41,6 +48,10 @@ SCENARIOS = sorted([
     "resources-unsubscribe", "prompts-list", "prompts-get-simple", "prompts-get-with-args",
     "prompts-get-embedded-resource", "prompts-get-with-image", "dns-rebinding-protection",
 ])
+# What `MCPServer` alone does not serve: `logging/setLevel` and `resources/(un)subscribe` (no API for
+# them), and a hand-written 2020-12 schema (it derives the schema from the function).
+MCPSERVER_MISSES = {"logging-set-level", "tools-call-with-logging", "json-schema-2020-12", "resources-subscribe",
+                    "resources-unsubscribe"}
 # The suite's resumability probe sends `mcp-protocol-version: 2025-03-26`, too old for the SDK to
 # prime the stream or let a tool close it, so the two SEP-1699 recommendations stay warnings.
 WARNINGS = {"server-sse-polling": ["server-sse-priming-event", "server-sse-retry-field"]}
@@ -131,3 +142,42 @@ async def test_suite_passes_the_same_scenarios_through_toolbridge(transport: str
     assert result["failed"] == {}, output
     assert result["passed"] == SCENARIOS
     assert result["warnings"] == WARNINGS
+
+
+@asynccontextmanager
+async def _mcpserver_fixture_over_http() -> AsyncIterator[str]:
+    """The `MCPServer` fixture as its own process (its server object serves one HTTP app per process)."""
+    port = free_port()
+    process = await anyio.open_process([sys.executable, str(MCPSERVER_FIXTURE), "--http", str(port)],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx2.AsyncClient() as http:
+            with anyio.fail_after(20):
+                while True:
+                    try:
+                        await http.get(f"{base}/mcp")
+                        break
+                    except httpx2.TransportError:
+                        await anyio.sleep(0.1)
+        yield f"{base}/mcp"
+    finally:
+        process.terminate()
+        with anyio.move_on_after(5, shield=True):
+            await process.wait()
+
+
+@needs_suite
+async def test_an_mcpserver_fixture_passes_through_toolbridge_what_it_passes_directly(tmp_path: Path) -> None:
+    """Its tools sample and elicit over a back channel, which a 2026-07-28 connection lacks: toolbridge
+    (which reaches it in that era first) must notice and speak the handshake era to it."""
+    async with _mcpserver_fixture_over_http() as url:
+        direct, output = await _run_suite(url, tmp_path / "direct.json")
+        assert set(direct["passed"]) == set(SCENARIOS) - MCPSERVER_MISSES, output
+        for transport, target in (("stdio", {"command": sys.executable, "args": [str(MCPSERVER_FIXTURE)]}),
+                                  ("streamable-http", {"url": url})):
+            config_dir = _fixture_upstream(tmp_path / transport, target)
+            async with serve_http(config_dir, free_port()) as base:
+                await _wait_ready(base)
+                proxied, output = await _run_suite(f"{base}/mcp", tmp_path / f"{transport}.json")
+            assert set(direct["passed"]) <= set(proxied["passed"]), (transport, output)
