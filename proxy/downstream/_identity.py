@@ -8,7 +8,10 @@ from dataclasses import dataclass
 
 from proxy.downstream._channels import RequestContext
 
-__all__ = ["SessionlessClient", "client_name", "promotion_key", "session_key"]
+__all__ = ["SessionlessClient", "client_name", "principal", "promotion_key", "session_key"]
+
+LOCAL_PRINCIPAL = "local"  # stdio or in memory: the one client that started this process
+ANONYMOUS_PRINCIPAL = "anonymous"  # HTTP without per-user tokens: whoever reaches the endpoint
 
 
 def session_key(ctx: RequestContext) -> Hashable | None:
@@ -43,6 +46,18 @@ def promotion_key(ctx: RequestContext) -> Hashable | None:
         return key
     token = getattr(ctx.request.scope.get("user"), "access_token", None)
     return SessionlessClient((token.subject or token.client_id) if token is not None else None, client_name(ctx))
+
+
+def principal(ctx: RequestContext) -> str:
+    """Who a request acts for, whatever its session: the subject of its OAuth token (or the client it
+    was issued to), else everyone reaching an HTTP endpoint without per-user tokens alike, else the
+    local client."""
+    if ctx.request is None:
+        return LOCAL_PRINCIPAL
+    token = getattr(ctx.request.scope.get("user"), "access_token", None)
+    if token is None:
+        return ANONYMOUS_PRINCIPAL
+    return json.dumps(["token", token.subject or token.client_id])
 
 
 def client_name(ctx: RequestContext) -> str | None:

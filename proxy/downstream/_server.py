@@ -26,8 +26,8 @@ from proxy.downstream import _bridge as bridge
 from proxy.downstream._arguments import check_call, entry_schema
 from proxy.downstream._carried import list_hint
 from proxy.downstream._channels import RequestContext, SessionChannel
-from proxy.downstream._identity import SessionlessClient, client_name, promotion_key, session_key
-from proxy.downstream._large import LargeResults
+from proxy.downstream._identity import SessionlessClient, client_name, principal, promotion_key, session_key
+from proxy.downstream._large import LargeResults, result_owner
 from proxy.downstream._logging import SessionLogs
 from proxy.downstream._notifier import ChangeNotifier, Kind
 from proxy.downstream._observe import BRIDGE_SERVER, CallObserver, CallRecord, session_label
@@ -197,7 +197,8 @@ class Handlers:
         """An upstream's resource, or a page of a large result toolbridge kept (`toolbridge://results/…`)."""
         if self.large_results is not None and self.large_results.owns(params.uri):
             try:
-                return await self.large_results.read(params.uri)
+                owner = result_owner(principal(ctx), (await self._view(ctx)).profile)
+                return await self.large_results.read(params.uri, owner)
             except ValueError as exc:
                 raise MCPError(types.INVALID_PARAMS, str(exc)) from exc
         return await self.resources.read(ctx, params)
@@ -353,7 +354,7 @@ class Handlers:
             logger.exception("tool call %s failed", params.name)
             result = _text_result(f"toolbridge: internal error: {redact(str(exc))}", is_error=True)
         if error is None and target and self.large_results is not None:
-            result = await self.large_results.cut(result)
+            result = await self.large_results.cut(result, result_owner(principal(ctx), view.profile))
         if error is None and not result.is_error and _legacy(ctx):  # 2026 era: only pins promote (SEP-2567)
             await self._used(session, view, [entry.name for entry in target])
         if self.on_call is not None:
