@@ -36,6 +36,7 @@ from proxy.downstream._prompts import Prompts
 from proxy.downstream._protocol import Upstreams
 from proxy.downstream._resources import Resources
 from proxy.downstream._roundtrips import RoundTripChannel, RoundTrips
+from proxy.downstream._scrub import scrub_error_result
 from proxy.downstream._tasks import Tasks, declared
 from proxy.downstream._trace import record_tool_result, tool_attributes, upstream_span
 from proxy.errors import InvalidArguments, ToolbridgeError, UnknownTool, UpstreamError, redact
@@ -401,7 +402,7 @@ class Handlers:
         with upstream_span(entry.server, "tools/call", entry.raw_name, tool_attributes(entry.raw_name)) as span:
             result = record_tool_result(span, await self.upstreams.call_tool(
                 entry.server, entry.raw_name, arguments, progress_callback=channel.progress, channel=channel))
-        return rewrite_ui_result(result, entry.server)
+        return rewrite_ui_result(scrub_error_result(result), entry.server)
 SHOWN_NAME = 256  # characters of a requested name that reached no tool kept in the record (the audit log's line)
 
 
