@@ -1,4 +1,5 @@
-"""A stdio child's stderr goes to `logs/<server>.log`, readable by its owner only: it may print its credentials."""
+"""Log files that may hold secrets are readable by their owner only: a stdio child's stderr
+(`logs/<server>.log`, it may print its credentials) and the audit log, after rotation too."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import anyio
 import pytest
 from servers.harness import running_fleet
 
-from proxy.config import UpstreamConfig
+from proxy.config import AuditConfig, UpstreamConfig
+from proxy.downstream import CallRecord
+from proxy.ops import AuditLog
 
 pytestmark = pytest.mark.anyio
 
@@ -35,3 +38,14 @@ async def test_child_logs_are_0600_also_when_an_older_log_was_readable_by_all(tm
                 await anyio.sleep(0.05)  # the child writes its stderr in its own time
     assert (mode_of(logs / "old.log"), mode_of(logs / "new.log")) == (0o600, 0o600)
     assert (logs / "old.log").read_text().startswith("from an older run\n")  # appended, not replaced
+
+
+def test_the_audit_log_stays_0600_across_rotations(tmp_path: Path) -> None:
+    audit = AuditLog(tmp_path, AuditConfig(max_bytes=300, backups=2))
+    record = CallRecord(started=0.0, duration=0.001, session="s", profile="default", client="c", client_version="1",
+                        tool="a__t", server="a", via=None, outcome="ok", error=None, arguments={})
+    for _ in range(10):
+        audit.record(record)
+    audit.close()
+    files = sorted((tmp_path / "logs").glob("audit.jsonl*"))
+    assert len(files) == 3 and {mode_of(path) for path in files} == {0o600}
