@@ -46,8 +46,8 @@ def test_a_traceback_keeps_its_lines_but_none_can_pass_for_a_record() -> None:
 
     text = written(fail)
     first, *rest = text.splitlines()
-    assert first.endswith("proxy.test: call failed") and rest[0] == "Traceback (most recent call last):"
-    assert all(line.startswith("  ") for line in rest[1:]) and "RuntimeError: boom" in text
+    assert first.endswith("proxy.test: call failed") and rest[0] == "  Traceback (most recent call last):"
+    assert all(line.startswith("  ") for line in rest) and "RuntimeError: boom" in text
     assert_inert(text)
 
 

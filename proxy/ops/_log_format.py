@@ -4,8 +4,9 @@ a record or act on the terminal.
 Upstream text reaches the logs as arguments of records (`"server %s: %s", name, reason`), so the
 one place to make it safe is where a record becomes text. The message of a record is one line:
 control characters and line breaks in it are spelled out (`proxy.text.escape`). A traceback keeps
-its line breaks, but every line after its first is indented, so no line a record writes can begin
-like a record of its own ("2026-12-01 22:00:00,000 ERROR proxy: …").
+its line breaks, but each of its lines is indented: only the first line of a record starts at the
+margin, so no line a record writes can pass for a record of its own ("2026-12-01 22:00:00,000
+ERROR proxy: …").
 """
 
 from __future__ import annotations
@@ -24,8 +25,7 @@ CONTINUATION = "  "
 
 
 def _indented(block: str) -> str:
-    first, *rest = block.split("\n")
-    return "\n".join([escape(first), *(CONTINUATION + escape(line) for line in rest)])
+    return "\n".join(CONTINUATION + escape(line) for line in block.split("\n"))
 
 
 class SafeFormatter(logging.Formatter):
