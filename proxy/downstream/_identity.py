@@ -6,6 +6,7 @@ import json
 from collections.abc import Hashable
 from dataclasses import dataclass
 
+from proxy.downstream._admission import principal_of
 from proxy.downstream._channels import RequestContext
 
 __all__ = ["SessionlessClient", "client_name", "principal", "promotion_key", "session_key"]
@@ -49,15 +50,14 @@ def promotion_key(ctx: RequestContext) -> Hashable | None:
 
 
 def principal(ctx: RequestContext) -> str:
-    """Who a request acts for, whatever its session: the subject of its OAuth token (or the client it
-    was issued to), else everyone reaching an HTTP endpoint without per-user tokens alike, else the
-    local client."""
+    """Who a request acts for, whatever its session: its OAuth token's subject at its issuer (or the
+    client it was issued to; as sessions are counted, `principal_of`), else everyone reaching an HTTP
+    endpoint without per-user tokens alike, else the local client."""
     if ctx.request is None:
         return LOCAL_PRINCIPAL
-    token = getattr(ctx.request.scope.get("user"), "access_token", None)
-    if token is None:
+    if getattr(ctx.request.scope.get("user"), "access_token", None) is None:
         return ANONYMOUS_PRINCIPAL
-    return json.dumps(["token", token.subject or token.client_id])
+    return principal_of(ctx.request.scope)
 
 
 def client_name(ctx: RequestContext) -> str | None:
