@@ -29,20 +29,16 @@ from proxy.config import Config, convert_client_config, holds_literal_secret, lo
 from proxy.downstream import LOOPBACK_HOSTS, REPLICA_ID_PATTERN, bridge
 from proxy.errors import UpstreamError, redact, remember_secrets
 from proxy.listing import estimate_tokens
-from proxy.ops import PROFILE_COLUMNS, UPSTREAM_COLUMNS, export_traces, plain_table, status_rows
+from proxy.ops import PROFILE_COLUMNS, UPSTREAM_COLUMNS, SafeFormatter, export_traces, plain_table, status_rows
+from proxy.text import escape
 from proxy.upstream import FingerprintStore, UpstreamState, login, token_store
 
 logger = logging.getLogger("proxy")
 
 
-class _RedactingFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        return redact(super().format(record))
-
-
 def _setup_logging(level: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(SafeFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
@@ -201,23 +197,24 @@ def _print_status(report: dict[str, Any]) -> None:
     if sys.stdout.isatty():
         from rich.console import Console  # rich costs `serve` start-up time it never needs
         from rich.table import Table
+        from rich.text import Text
 
         console = Console()
         for columns, rows in tables:
             table = Table(*columns)
             for row in rows:
-                table.add_row(*row)
+                table.add_row(*map(Text, row))  # Text: a cell's "[...]" is text, never rich markup
             console.print(table)
     else:
         print("\n\n".join(plain_table(columns, rows) for columns, rows in tables))
     for problem in report["config_problems"]:
-        print(f"config problem: {problem}")
+        print(f"config problem: {escape(str(problem))}")
     for change in report.get("tool_changes", []):
-        print(f"tool {change['kind']}: {change['server']} {change['tool']} (seen {change['seen']}), "
-              f"{'withheld' if change['held'] else 'served'} until `toolbridge approve {change['server']}`")
+        print(escape(f"tool {change['kind']}: {change['server']} {change['tool']} (seen {change['seen']}), "
+                     f"{'withheld' if change['held'] else 'served'} until `toolbridge approve {change['server']}`"))
     for entry in report.get("shadowed_uris", []):
-        print(f"shadowed {entry['kind']}: {entry['uri']} is {entry['owner']}'s; "
-              f"{', '.join(entry['shadowed'])} listed it later (reachable as {', '.join(entry['reachable_as'])})")
+        print(escape(f"shadowed {entry['kind']}: {entry['uri']} is {entry['owner']}'s; {', '.join(entry['shadowed'])} "
+                     f"listed it later (reachable as {', '.join(entry['reachable_as'])})"))
 
 
 def _approve(args: argparse.Namespace) -> int:

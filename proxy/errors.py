@@ -16,7 +16,8 @@
         ├── OutOfScope(name)
         └── InvalidArguments(message, path, constraint, input_schema)
 
-`str()` of any of them is safe to show a user: string arguments are redacted on the way in.
+`str()` of any of them is safe to show a user: string arguments are redacted on the way in, and
+what an upstream said is quoted escaped (`proxy.text.escape`: one line, no control characters).
 
 `translate()` maps what the SDK, httpx2 and the OS raise to the most specific `UpstreamError`,
 keyed on exception types, JSON-RPC error codes and the HTTP responses seen, never on message text.
@@ -32,6 +33,8 @@ import httpx2
 from mcp import MCPError, types
 from mcp.client.auth import OAuthFlowError
 from pydantic import ValidationError
+
+from proxy.text import escape
 
 __all__ = [
     "AuthorizationFailed",
@@ -89,7 +92,7 @@ class UpstreamError(ToolbridgeError):
 
     def __init__(self, server: str, reason: str) -> None:
         self.server = server
-        self.reason = redact(reason)
+        self.reason = escape(redact(reason))
         super().__init__(f"upstream '{server}': {self.reason}")
 
 
@@ -295,11 +298,13 @@ _SECRET_PATTERNS = [
      rf"\1 {_REDACTED}"),
     # `key=value`, `key: value`, `"key": "value"`, for any name ending in a secret-ish word that
     # starts a word part (OPENAI_API_KEY=, client_secret=, apiKey:, refresh_token:), not "monkey:".
+    # After `key: ` a lowercase word is prose, not a value ("env.TOKEN: environment variable X is not set").
     (
         re.compile(
             r"\b([A-Za-z0-9_.-]*?(?:(?<![A-Za-z])(?i:api_?key|key|token|secret|password|passwd|pwd|auth"
             r"|credentials?)|Key|Token|Secret|Password|Auth|Credentials?))"
-            r"([\"']?\s*[=:]\s*)(?!\[REDACTED\])(\"[^\"]*\"|'[^']*'|[^\s&,;\"'}\]]+)"
+            r"([\"']?\s*[=:]\s*)(?!\[REDACTED\])(?!(?<=:\s)[a-z]+[.!?:]?(?![^\s&,;\"'}\]]))"
+            r"(\"[^\"]*\"|'[^']*'|[^\s&,;\"'}\]]+)"
         ),
         rf"\1\2{_REDACTED}",
     ),
@@ -308,20 +313,38 @@ _SECRET_PATTERNS = [
 ]
 
 
-# Values interpolated from the environment into a config (`${VAR}`): any may be a token placed in
-# `command`, `args` or `cwd`, where no pattern can recognise it. Short ones ("1", "true") are not
-# credentials, and redacting them would mangle every message.
+# Values a config holds that may be credentials: every header and environment value (literal or
+# `${VAR}`), the OAuth client secret, and whatever was interpolated from the environment (a token
+# may sit in `command`, `args` or `cwd`, where no pattern can recognise it). Each is removed
+# wherever it appears, and so is each space-separated part of it ("Bearer <token>": the token).
+# Removing an ordinary value would mangle every message that happens to contain it ("1", "true",
+# "production", "application/json"), so only a value that could be a credential is kept: at least
+# `_MIN_SECRET_LENGTH` characters, and not plain words (letters in runs of at most
+# `_MAX_WORD_LENGTH`, joined by spaces or `/ . , ; = _ -`, without a digit). Random tokens of that
+# length nearly always hold a digit or a longer run of letters.
 _MIN_SECRET_LENGTH = 8
+_MAX_WORD_LENGTH = 12
+_WORD, _JOINER = rf"[A-Za-z]{{1,{_MAX_WORD_LENGTH}}}", "[ /.,;=_-]"
+_PLAIN_WORDS = re.compile(rf"{_JOINER}*{_WORD}(?:{_JOINER}+{_WORD})*{_JOINER}*")
 _known_secrets: set[str] = set()
+
+
+def could_be_secret(value: str) -> bool:
+    """Whether `redact` removes this configured value (see the rule above)."""
+    return len(value) >= _MIN_SECRET_LENGTH and _PLAIN_WORDS.fullmatch(value) is None
 
 
 def remember_secrets(values: set[str]) -> None:
     """Have `redact` remove these exact strings from now on (process-wide: logs, status, errors)."""
-    _known_secrets.update(value for value in values if len(value) >= _MIN_SECRET_LENGTH)
+    for value in values:
+        _known_secrets.update(part for part in {value, *value.split()} if could_be_secret(part))
 
 
 def redact(text: str) -> str:
-    """Remove credentials (bearer tokens, key=/token=/password= values, URL passwords, known secrets)."""
+    """Remove credentials (bearer tokens, key=/token=/password= values, URL passwords, known secrets).
+
+    Only values go, never the words around them.
+    """
     for secret in sorted(_known_secrets, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, _REDACTED)

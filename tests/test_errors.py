@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import httpx2
 import pytest
+import yaml
 from mcp import MCPError, types
 from pydantic import ValidationError
 
 from proxy import errors
+from proxy.config import load_config
 from proxy.errors import (
     BridgeError,
     ConfigError,
@@ -261,3 +266,66 @@ def test_other_failures_keep_their_type_in_the_reason() -> None:
 def test_translated_errors_never_carry_credentials() -> None:
     exc = httpx2.ConnectError("failed for http://u:SECRET-PW@h/mcp?token=SECRET-TOKEN Bearer SECRET-BEARER")
     assert "SECRET" not in str(translate("srv", exc))
+
+
+# --- configured values, and words around values (issues 24, 25) ----------------------------------
+
+
+@pytest.fixture
+def no_known_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(errors, "_known_secrets", set())
+
+
+def write_upstream(directory: Path, name: str, settings: dict[str, Any]) -> Path:
+    (directory / "upstreams").mkdir(parents=True, exist_ok=True)
+    (directory / "upstreams" / f"{name}.yaml").write_text(yaml.safe_dump(settings))
+    return directory
+
+
+@pytest.mark.usefixtures("no_known_secrets")
+def test_every_literal_header_and_env_value_is_redacted(tmp_path: Path) -> None:
+    write_upstream(tmp_path, "remote", {"url": "https://mcp.example.com/mcp",
+                                        "headers": {"X-Api-Key": "hdr-literal-0b8f3e91c4",
+                                                    "Authorization": "Bearer tok.Zm9vYmFy0123",
+                                                    "Accept": "application/json, text/event-stream"}})
+    write_upstream(tmp_path, "local", {"command": "server", "env": {"API_TOKEN": "env-literal-77c2a9d1e5",
+                                                                    "MODE": "production", "DEBUG": "1"}})
+    errors.remember_secrets(load_config(tmp_path, environ={}).secrets)
+    echoed = ("rejected hdr-literal-0b8f3e91c4; tok.Zm9vYmFy0123 expired; env-literal-77c2a9d1e5 unknown; "
+              "running in production, DEBUG=1, Accept: application/json, text/event-stream")
+    assert redact(echoed) == ("rejected [REDACTED]; [REDACTED] expired; [REDACTED] unknown; "
+                              "running in production, DEBUG=1, Accept: application/json, text/event-stream")
+    assert "env-literal-77c2a9d1e5" not in str(UpstreamError("local", "bad key env-literal-77c2a9d1e5"))
+
+
+@pytest.mark.parametrize(
+    ("value", "removed"),
+    [("hdr-literal-0b8f3e91c4", True), ("abcdefghijklmnopqrstuvwxyz", True), ("s3cr3t99", True),
+     ("short1", False), ("production", False), ("application/json", False), ("text/event-stream", False),
+     ("keep-alive", False), ("true", False), ("12345", False)],
+)
+@pytest.mark.usefixtures("no_known_secrets")
+def test_only_values_that_could_be_credentials_are_remembered(value: str, removed: bool) -> None:
+    errors.remember_secrets({value})
+    assert (redact(f"saw {value} here") == "saw [REDACTED] here") is removed
+
+
+@pytest.mark.usefixtures("no_known_secrets")
+def test_an_unset_variable_is_reported_in_words_not_redacted(tmp_path: Path) -> None:
+    write_upstream(tmp_path, "svc", {"command": "server", "env": {"TOKEN": "${NOT_SET_VAR}"}})
+    (problem,) = load_config(tmp_path, environ={}).problems
+    assert str(problem).endswith("env.TOKEN: environment variable NOT_SET_VAR is not set")
+
+
+@pytest.mark.parametrize("text", ["env.TOKEN: environment variable NOT_SET_VAR is not set",
+                                  "missing key: value.", "auth: required"])
+def test_a_word_after_a_secret_name_is_prose(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_an_upstream_error_quotes_the_upstream_on_one_inert_line() -> None:
+    forged = "boom \x1b[2J\x1b]0;PWNED\x07 over\rwritten\n1999-01-01 00:00:00,000 ERROR proxy: FORGED"
+    error = UpstreamError("s", forged)
+    assert str(error) == ("upstream 's': boom \\x1b[2J\\x1b]0;PWNED\\x07 over\\rwritten\\n"
+                          "1999-01-01 00:00:00,000 ERROR proxy: FORGED")
+    assert error.reason in str(error)

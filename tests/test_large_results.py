@@ -75,16 +75,16 @@ async def test_stored_results_expire_and_the_store_is_bounded() -> None:
     store = MemoryResultStore(ttl=0.2, max_chars=250_000)
     large = LargeResults(store, 100_000)
     big = types.CallToolResult(content=[types.TextContent(type="text", text=BIG)])
-    first = (await large.cut(big)).content[-1]
-    second = (await large.cut(big)).content[-1]
+    first = (await large.cut(big, "me")).content[-1]
+    second = (await large.cut(big, "me")).content[-1]
     assert isinstance(first, types.ResourceLink) and isinstance(second, types.ResourceLink)
     with pytest.raises(ValueError, match="unknown, or expired"):  # the oldest made room for the newest
-        await large.read(first.uri)
-    assert (await large.read(second.uri)).contents
+        await large.read(first.uri, "me")
+    assert (await large.read(second.uri, "me")).contents
     with anyio.fail_after(5):
         while True:
             try:
-                await large.read(second.uri)
+                await large.read(second.uri, "me")
             except ValueError:
                 break
             await anyio.sleep(0.05)

@@ -32,24 +32,24 @@ async def redis_url(tmp_path: Path) -> AsyncIterator[str]:
 
 async def test_memory_results_expire_and_stay_within_their_bound() -> None:
     store = MemoryResultStore(ttl=60, max_chars=25)
-    first = await store.put(StoredResult("a" * 10))
-    second = await store.put(StoredResult("b" * 10, "application/json"))
-    assert await store.get(first) == StoredResult("a" * 10)
-    assert await store.get(second) == StoredResult("b" * 10, "application/json")
-    third = await store.put(StoredResult("c" * 10))
+    first = await store.put(StoredResult("a" * 10, "me"))
+    second = await store.put(StoredResult("b" * 10, "me", "application/json"))
+    assert await store.get(first) == StoredResult("a" * 10, "me")
+    assert await store.get(second) == StoredResult("b" * 10, "me", "application/json")
+    third = await store.put(StoredResult("c" * 10, "me"))
     assert await store.get(first) is None and await store.get(third) is not None
     assert await store.get("nope") is None
     expired = MemoryResultStore(ttl=0, max_chars=100)
-    assert await expired.get(await expired.put(StoredResult("x"))) is None
+    assert await expired.get(await expired.put(StoredResult("x", "me"))) is None
 
 
 async def test_a_result_stored_by_one_replica_is_read_by_another_after_the_first_is_gone(redis_url: str) -> None:
-    big = "résumé " * 40_000
+    big = "résumé " * 40_000  # and its owner travels with it
     first = Redis.from_url(redis_url)
-    result_id = await RedisResultStore(first, ttl=60).put(StoredResult(big, "text/markdown"))
+    result_id = await RedisResultStore(first, ttl=60).put(StoredResult(big, "alice", "text/markdown"))
     await first.aclose()
     async with open_shared_state(redis_url) as other:
-        assert await other.results.get(result_id) == StoredResult(big, "text/markdown")
+        assert await other.results.get(result_id) == StoredResult(big, "alice", "text/markdown")
         assert await other.results.get("0" * 32) is None
         assert await other.results.get("../etc") is None
         assert other.redis is not None

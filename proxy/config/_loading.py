@@ -144,7 +144,8 @@ def interpolate(
 
 
 def load_upstream(path: Path, environ: Mapping[str, str], used: set[str] | None = None) -> UpstreamConfig:
-    """Load one `upstreams/<name>.yaml`; values taken from `environ` are added to `used`.
+    """Load one `upstreams/<name>.yaml`; values taken from `environ`, and every header and environment
+    value (`configured_secrets`), are added to `used`.
 
     Raises:
         ConfigError: with the file, line where known, and reason.
@@ -166,9 +167,21 @@ def load_upstream(path: Path, environ: Mapping[str, str], used: set[str] | None 
             str(path), f"{where}: environment variable {exc.args[0]} is not set", line_of(node, exc.location)
         ) from None
     try:
-        return UpstreamConfig.model_validate({**data, "name": name})
+        upstream = UpstreamConfig.model_validate({**data, "name": name})
     except ValidationError as exc:
         raise validation_problem(path, node, exc) from None
+    if used is not None:
+        used.update(configured_secrets(upstream))
+    return upstream
+
+
+def configured_secrets(upstream: UpstreamConfig) -> set[str]:
+    """Every header and environment value, and the OAuth client secret, written literally or not:
+    any may be a credential (`redact` decides which are long and odd enough to remove)."""
+    values = {*upstream.headers.values(), *upstream.env.values()}
+    if upstream.auth is not None and upstream.auth.client_secret:
+        values.add(upstream.auth.client_secret)
+    return values
 
 
 def load_toolsets(path: Path, environ: Mapping[str, str] | None = None) -> tuple[ToolsetsConfig, list[str]]:

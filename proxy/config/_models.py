@@ -298,4 +298,4 @@ class Config:
     toolsets: ToolsetsConfig = field(default_factory=ToolsetsConfig)
     problems: list[ConfigError] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    secrets: set[str] = field(default_factory=set)  # values interpolated from the environment
+    secrets: set[str] = field(default_factory=set)  # interpolated values, and every header and env value

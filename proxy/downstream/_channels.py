@@ -17,6 +17,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel, ValidationError
 
+from proxy.downstream._scrub import scrub_log
 from proxy.errors import redact
 
 LOG_LEVELS: tuple[types.LoggingLevel, ...] = (
@@ -36,7 +37,9 @@ def admits(threshold: types.LoggingLevel | None, level: types.LoggingLevel) -> b
 
 
 def log_notification(server: str, params: types.LoggingMessageNotificationParams) -> types.LoggingMessageNotification:
-    """The upstream's log message with `logger` naming the server (and the upstream's own logger)."""
+    """The upstream's log message, made inert (`scrub_log`), with `logger` naming the server (and the
+    upstream's own logger)."""
+    params = scrub_log(params)
     logger = f"{server}/{params.logger}" if params.logger else server
     return types.LoggingMessageNotification(params=params.model_copy(update={"logger": logger, "meta": None}))
 

@@ -6,12 +6,13 @@ import json
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from mcp.server.auth.provider import principal_components
-
+from proxy.downstream._admission import principal_of
 from proxy.downstream._channels import RequestContext
-from proxy.downstream._observe import session_label
 
 __all__ = ["SessionlessClient", "client_name", "principal", "promotion_key", "session_key"]
+
+LOCAL_PRINCIPAL = "local"  # stdio or in memory: the one client that started this process
+ANONYMOUS_PRINCIPAL = "anonymous"  # HTTP without per-user tokens: whoever reaches the endpoint
 
 
 def session_key(ctx: RequestContext) -> Hashable | None:
@@ -48,17 +49,17 @@ def promotion_key(ctx: RequestContext) -> Hashable | None:
     return SessionlessClient((token.subject or token.client_id) if token is not None else None, client_name(ctx))
 
 
+def principal(ctx: RequestContext) -> str:
+    """Who a request acts for, whatever its session: its OAuth token's subject at its issuer (or the
+    client it was issued to; as sessions are counted, `principal_of`), else everyone reaching an HTTP
+    endpoint without per-user tokens alike, else the local client."""
+    if ctx.request is None:
+        return LOCAL_PRINCIPAL
+    if getattr(ctx.request.scope.get("user"), "access_token", None) is None:
+        return ANONYMOUS_PRINCIPAL
+    return principal_of(ctx.request.scope)
+
+
 def client_name(ctx: RequestContext) -> str | None:
     params = ctx.session.client_params
     return params.client_info.name if params is not None and params.client_info is not None else None
-
-
-def principal(ctx: RequestContext) -> str:
-    """Whom a request speaks for, as text: its token's (client, issuer, subject) over HTTP with OAuth,
-    and its session (its `Mcp-Session-Id`, or its stdio or in-memory connection).
-
-    A sessionless request without a token is anonymous: every such request is the same principal,
-    told apart only by what it holds (an unguessable `requestState`).
-    """
-    token = getattr(ctx.request.scope.get("user"), "access_token", None) if ctx.request is not None else None
-    return json.dumps([principal_components(token) if token is not None else None, session_label(session_key(ctx))])

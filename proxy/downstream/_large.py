@@ -6,20 +6,33 @@ toolbridge cuts it, in one place: when a result's text passes `large_results.max
 client gets the first part of it, a note saying how to read on, and a `resource_link`; the whole
 text waits in the result store (bounded, expiring; shared by replicas through Redis) and is read
 with `resources/read` on `toolbridge://results/<id>?page=N`, one `max_chars` page at a time.
+
+A result is the answer to one principal in one profile, and may hold what nobody else is allowed
+to see (a server outside their scope, another user's data). So it is stored with its owner, a
+digest of that principal and profile, and read back only by the same owner; anyone else is told
+the link is unknown, exactly as for a link that never existed, so a link proves nothing either.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 from urllib.parse import parse_qs, urlsplit
 
 from mcp import types
 
 from proxy.shared import ResultStore, StoredResult
 
-__all__ = ["RESULTS_PREFIX", "LargeResults"]
+__all__ = ["RESULTS_PREFIX", "LargeResults", "result_owner"]
 
 RESULTS_PREFIX = "toolbridge://results/"
 PREVIEW_CHARS = 2_000
+
+
+def result_owner(principal: str, profile: str) -> str:
+    """Who may read a stored result: the digest keeps subjects out of the shared store."""
+    return hashlib.sha256(json.dumps([principal, profile]).encode()).hexdigest()
 
 
 class LargeResults:
@@ -29,8 +42,8 @@ class LargeResults:
         self.store = store
         self.max_chars = max_chars
 
-    async def cut(self, result: types.CallToolResult) -> types.CallToolResult:
-        """The result as is when small; else a preview, a note and a link to the stored text.
+    async def cut(self, result: types.CallToolResult, owner: str) -> types.CallToolResult:
+        """The result as is when small; else a preview, a note and a link to the text stored for `owner`.
 
         Only text is cut: images, audio and embedded resources pass through, and so does the
         structured content (a client validates it against the tool's output schema).
@@ -39,7 +52,7 @@ class LargeResults:
         if sum(map(len, texts)) + len(texts) - 1 <= self.max_chars:  # the joined length, without joining
             return result
         text = "\n".join(texts)
-        result_id = await self.store.put(StoredResult(text))
+        result_id = await self.store.put(StoredResult(text, owner))
         pages = -(-len(text) // self.max_chars)
         uri = f"{RESULTS_PREFIX}{result_id}"
         note = (f"\n\n[toolbridge: the result is {len(text):,} characters; this is the first {PREVIEW_CHARS:,}. "
@@ -56,16 +69,16 @@ class LargeResults:
     def owns(uri: str) -> bool:
         return uri.startswith(RESULTS_PREFIX)
 
-    async def read(self, uri: str) -> types.ReadResourceResult:
-        """One page of a stored result (`?page=N`, from 1; the first by default).
+    async def read(self, uri: str, owner: str) -> types.ReadResourceResult:
+        """One page of a result stored for `owner` (`?page=N`, from 1; the first by default).
 
         Raises:
-            ValueError: an unknown or expired result, or a page out of range.
+            ValueError: an unknown, expired or someone else's result, or a page out of range.
         """
         parts = urlsplit(uri)
         result_id = uri[len(RESULTS_PREFIX):].split("?", 1)[0]
         stored = await self.store.get(result_id)
-        if stored is None:
+        if stored is None or not hmac.compare_digest(stored.owner, owner):
             raise ValueError(f"no stored result {result_id!r} (unknown, or expired)")
         pages = max(1, -(-len(stored.text) // self.max_chars))
         try:

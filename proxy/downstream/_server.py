@@ -28,7 +28,7 @@ from proxy.downstream._arguments import check_call, entry_schema
 from proxy.downstream._carried import list_hint
 from proxy.downstream._channels import RequestContext, SessionChannel
 from proxy.downstream._identity import SessionlessClient, client_name, principal, promotion_key, session_key
-from proxy.downstream._large import LargeResults
+from proxy.downstream._large import LargeResults, result_owner
 from proxy.downstream._logging import SessionLogs
 from proxy.downstream._notifier import ChangeNotifier, Kind
 from proxy.downstream._observe import BRIDGE_SERVER, CallObserver, CallRecord, session_label
@@ -38,6 +38,7 @@ from proxy.downstream._protocol import Upstreams
 from proxy.downstream._request_state import RequestStates
 from proxy.downstream._resources import Resources
 from proxy.downstream._roundtrips import RoundTripChannel, RoundTrips
+from proxy.downstream._scrub import scrub_error_result
 from proxy.downstream._tasks import Tasks, declared
 from proxy.downstream._trace import record_tool_result, tool_attributes, upstream_span
 from proxy.errors import InvalidArguments, ToolbridgeError, UnknownTool, UpstreamError, redact
@@ -200,7 +201,8 @@ class Handlers:
         """An upstream's resource, or a page of a large result toolbridge kept (`toolbridge://results/…`)."""
         if self.large_results is not None and self.large_results.owns(params.uri):
             try:
-                return await self.large_results.read(params.uri)
+                owner = result_owner(principal(ctx), (await self._view(ctx)).profile)
+                return await self.large_results.read(params.uri, owner)
             except ValueError as exc:
                 raise MCPError(types.INVALID_PARAMS, str(exc)) from exc
         return await self.resources.read(ctx, params)
@@ -356,7 +358,7 @@ class Handlers:
             logger.exception("tool call %s failed", params.name)
             result = _text_result(f"toolbridge: internal error: {redact(str(exc))}", is_error=True)
         if error is None and target and self.large_results is not None:
-            result = await self.large_results.cut(result)
+            result = await self.large_results.cut(result, result_owner(principal(ctx), view.profile))
         if error is None and not result.is_error and _legacy(ctx):  # 2026 era: only pins promote (SEP-2567)
             await self._used(session, view, [entry.name for entry in target])
         if self.on_call is not None:
@@ -403,7 +405,7 @@ class Handlers:
         with upstream_span(entry.server, "tools/call", entry.raw_name, tool_attributes(entry.raw_name)) as span:
             result = record_tool_result(span, await self.upstreams.call_tool(
                 entry.server, entry.raw_name, arguments, progress_callback=channel.progress, channel=channel))
-        return rewrite_ui_result(result, entry.server)
+        return rewrite_ui_result(scrub_error_result(result), entry.server)
 SHOWN_NAME = 256  # characters of a requested name that reached no tool kept in the record (the audit log's line)
 
 

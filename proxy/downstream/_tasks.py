@@ -31,6 +31,7 @@ from proxy.downstream._channels import RequestContext
 from proxy.downstream._identity import SessionlessClient, promotion_key
 from proxy.downstream._observe import session_label
 from proxy.downstream._protocol import Upstreams, protocol_error
+from proxy.downstream._scrub import scrub_error_result
 from proxy.errors import ToolbridgeError
 from proxy.upstream import (
     TASKS,
@@ -206,7 +207,8 @@ def _wire(task: CreatedTask | TaskState, task_id: str) -> dict[str, Any]:
             body.update(status="failed", error={"code": types.INTERNAL_ERROR,
                                                 "message": "toolbridge: the task's result is not a tool result"})
         else:
-            body["result"] = strip_server_info(result).model_dump(by_alias=True, mode="json", exclude_none=True)
+            result = scrub_error_result(strip_server_info(result))  # as a call's own result is
+            body["result"] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
     if "ttlMs" not in body:
         body["ttlMs"] = None  # required on the wire: null is unlimited
     return body

@@ -26,6 +26,14 @@ def argument_digest(arguments: Any) -> str:
     return "sha256:" + hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+class _PrivateRotatingHandler(RotatingFileHandler):
+    """Each file it opens after a rotation is created 0600 too (backups are renames: they keep it)."""
+
+    def _open(self) -> Any:
+        return open(self.baseFilename, self.mode, encoding=self.encoding, errors=self.errors,
+                    opener=lambda path, flags: os.open(path, flags, 0o600))
+
+
 class AuditLog:
     """Writes `CallRecord`s to `<config dir>/<path>` as JSON lines (mode 0600, rotated by size)."""
 
@@ -36,8 +44,8 @@ class AuditLog:
         os.chmod(path, 0o600)
         self.path = path
         self.arguments = settings.arguments
-        self._handler = RotatingFileHandler(path, maxBytes=settings.max_bytes, backupCount=settings.backups,
-                                            encoding="utf-8")
+        self._handler = _PrivateRotatingHandler(path, maxBytes=settings.max_bytes, backupCount=settings.backups,
+                                                encoding="utf-8")
         self._logger = logging.Logger(f"toolbridge.audit.{path}")  # not in the logging tree: never on stderr
         self._logger.addHandler(self._handler)
 

@@ -1,4 +1,6 @@
-"""`GET /status`: the running proxy as an operator needs to see it, all text redacted."""
+"""`GET /status`: the running proxy as an operator needs to see it, all text redacted, and every
+text an upstream could have put there escaped (in the report, and again in the tables printed from
+a report that may come from another proxy's `/status`)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from typing import Any
 from proxy.catalogs import qualified_uri
 from proxy.config import Config
 from proxy.errors import redact
-from proxy.text import clean
+from proxy.text import clean, escape
 from proxy.upstream import FingerprintStore, Fleet
 from proxy.views import Views
 
@@ -43,8 +45,8 @@ def status_report(config: Config, fleet: Fleet, views: Views, store: Fingerprint
             "transport": s.transport,
             "protocol_version": s.protocol_version,
             "tools": s.tools,
-            "reason": redact(s.reason),
-            "last_error": redact(s.last_error) if s.last_error else None,
+            "reason": escape(redact(s.reason)),
+            "last_error": escape(redact(s.last_error)) if s.last_error else None,
             "restarts": s.restarts,
             "connected_since": _iso(s.connected_since),
         }
@@ -84,7 +86,7 @@ PROFILE_COLUMNS = ("profile", "tier", "form", "budget", "listing tokens", "core"
 
 
 def status_rows(report: dict[str, Any]) -> tuple[list[list[str]], list[list[str]]]:
-    """The report as two tables of text (upstreams, profiles), for `toolbridge status`."""
+    """The report as two tables of text (upstreams, profiles), for `toolbridge status`; every cell escaped."""
     upstreams = [
         [u["server"], u["state"], u["transport"], u["protocol_version"] or "-", str(u["tools"]), str(u["restarts"]),
          u["connected_since"] or "-", u["last_error"] or ""]
@@ -95,7 +97,11 @@ def status_rows(report: dict[str, Any]) -> tuple[list[list[str]], list[list[str]
          str(p["deferred_tools"])]
         for name, p in report["profiles"].items()
     ]
-    return upstreams, profiles
+    return _escaped(upstreams), _escaped(profiles)
+
+
+def _escaped(rows: list[list[str]]) -> list[list[str]]:
+    return [[escape(cell) for cell in row] for row in rows]
 
 
 def plain_table(columns: tuple[str, ...], rows: list[list[str]]) -> str:

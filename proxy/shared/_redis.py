@@ -86,7 +86,7 @@ class RedisCatalogCache:
 
 
 class RedisResultStore:
-    """Every replica's: one Redis hash per result (`text`, `mime_type`), expiring after `ttl` seconds."""
+    """Every replica's: one Redis hash per result (`text`, `owner`, `mime_type`), expiring after `ttl` seconds."""
 
     def __init__(self, redis: Redis, *, ttl: float) -> None:
         self.redis = redis
@@ -96,7 +96,7 @@ class RedisResultStore:
         result_id = new_result_id()
         key = RESULT_PREFIX + result_id
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(key, mapping={"text": result.text, "mime_type": result.mime_type})
+            pipe.hset(key, mapping={"text": result.text, "owner": result.owner, "mime_type": result.mime_type})
             pipe.pexpire(key, int(self.ttl * 1000))
             await pipe.execute()
         return result_id
@@ -107,7 +107,9 @@ class RedisResultStore:
         fields = await self.redis.hgetall(RESULT_PREFIX + result_id)
         if not fields:
             return None
-        return StoredResult(text=fields[b"text"].decode(), mime_type=fields[b"mime_type"].decode())
+        # An entry without an owner (written before owners were kept) is nobody's: "" matches no reader.
+        return StoredResult(text=fields[b"text"].decode(), owner=fields.get(b"owner", b"").decode(),
+                            mime_type=fields[b"mime_type"].decode())
 
 
 # A 2026-era request may land on any replica: the tools its client was promoted must be listed by

@@ -4,7 +4,9 @@ A result link must stay readable from whichever replica the client's next reques
 after the replica that stored it is gone; so behind a load balancer the results live in Redis.
 Both stores are bounded: every entry expires after `ttl` seconds, and the in-process store also
 drops its oldest entries beyond `max_chars` in total (Redis is bounded by its own `maxmemory`).
-Ids are 128 random bits, so a link cannot be guessed.
+Ids are 128 random bits, so a link cannot be guessed; and one that leaks is still no use to anyone
+else: each result is stored with its `owner` (a digest of the principal and profile that produced
+it, see `downstream._large`), and only a reader with the same owner gets it back.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ __all__ = ["MemoryResultStore", "ResultStore", "StoredResult", "new_result_id"]
 @dataclass(frozen=True)
 class StoredResult:
     text: str
+    owner: str  # who may read it back: travels with the text, to every replica
     mime_type: str = "text/plain"
 
 

@@ -7,6 +7,7 @@ Everything the SDK, httpx2 or the OS raise while connecting leaves as an `Upstre
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -97,11 +98,22 @@ async def _open_http(
     return await _enter(stack, sse, hooks), "sse"
 
 
+def _owner_only(path: str, flags: int) -> int:
+    descriptor = os.open(path, flags, 0o600)
+    try:
+        os.fchmod(descriptor, 0o600)  # a file made before, readable by all
+    except OSError:
+        os.close(descriptor)
+        raise
+    return descriptor
+
+
 @asynccontextmanager
 async def _stdio(config: UpstreamConfig, config_dir: Path, log_dir: Path, signals: Signals) -> AsyncIterator[Any]:
-    """The child's stderr is appended to `<log_dir>/<server>.log`."""
-    log_dir.mkdir(parents=True, exist_ok=True)
-    with open(log_dir / f"{config.name}.log", "a", encoding="utf-8") as errlog:
+    """The child's stderr is appended to `<log_dir>/<server>.log`, readable by the owner only (it may
+    print its credentials), also when an older file was readable by all."""
+    log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with open(log_dir / f"{config.name}.log", "a", encoding="utf-8", opener=_owner_only) as errlog:
         errlog.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {config.command}\n")
         errlog.flush()
         async with stdio_transport(config, config_dir, errlog, signals.mark_lost) as streams:
