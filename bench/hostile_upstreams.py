@@ -1,7 +1,7 @@
 """A healthy upstream's latency through the gateway while another upstream abuses it.
 
-The abusive one is `tests/servers/hostile.py` (a 50 MB description, 200,000 tools, a schema nested
-10,000 deep, each re-listed every second; or a burst of 100,000 list_changed notifications); the healthy
+The abusive one is `tests/servers/hostile.py` (a 50 MB description, 200,000 tools, or a schema nested
+10,000 deep and re-listed every second; or a burst of 100,000 list_changed notifications); the healthy
 one is `tests/servers/tiny.py`. Both are real stdio children; an SDK `Client` talks to the gateway's
 downstream server in memory and, 20 times a second, calls the healthy tool, every fifth time also
 listing tools and searching (what the issue saw left unanswered). Prints p50/p99/max per abuse.
@@ -31,12 +31,13 @@ HOSTILE = str(REPO / "tests" / "servers" / "hostile.py")
 TINY = str(REPO / "tests" / "servers" / "tiny.py")
 RATE = 20  # healthy operations a second
 OP_TIMEOUT = 30.0  # an operation that never answers counts as this long
+TAIL = 1.0  # how long the healthy operations go on once the abuse is over (what follows it is measured too)
 
-ABUSES = {  # name → (hostile.py flags, list_changed burst size)
-    "description": (("--description-mb", "50", "--relist"), 0),
-    "tools": (("--tools", "200000", "--relist"), 0),
-    "deep": (("--deep", "10000", "--relist"), 0),
-    "burst": ((), 100_000),
+ABUSES = {  # name → (hostile.py flags, list_changed burst size, hostile tools registered when it is over)
+    "description": (("--description-mb", "50"), 0, 3),
+    "tools": (("--tools", "200000"), 0, 10_000),
+    "deep": (("--deep", "10000", "--relist"), 0, 3),
+    "burst": ((), 100_000, 2),
 }
 
 
@@ -57,11 +58,13 @@ async def _timed(operation: Callable[[], Awaitable[object]], into: list[float]) 
 
 
 async def _drive(client: Client, seconds: float, until: Callable[[], bool]) -> Latency:
-    """Healthy operations at `RATE` a second for `seconds`, and on until `until()` holds."""
+    """Healthy operations at `RATE` a second for `seconds`, and on until `TAIL` seconds after `until()` holds."""
     samples: list[float] = []
     started = time.perf_counter()
-    round_ = 0
-    while (sent := time.perf_counter()) - started < seconds or not until():
+    round_, held = 0, None
+    while (sent := time.perf_counter()) - started < seconds or held is None or sent < held + TAIL:
+        if held is None and until():
+            held = sent
         await _timed(lambda: client.call_tool("calm__echo", {"text": "hi"}), samples)
         if round_ % 5 == 0:
             await _timed(client.list_tools, samples)
@@ -76,9 +79,11 @@ async def _burst(gateway: Gateway, count: int, done: list[bool]) -> None:
     done.append(True)
 
 
-async def abused(directory: Path, flags: tuple[str, ...], *, seconds: float, burst: int = 0) -> Abused:
-    """Run the gateway with the healthy and the hostile upstream and drive the healthy one for `seconds`
-    (with a burst, from when it starts until the hostile server has answered it, at least `seconds`)."""
+async def abused(
+    directory: Path, flags: tuple[str, ...], *, seconds: float, burst: int = 0, registered: int = 0
+) -> Abused:
+    """Run the gateway with the healthy and the hostile upstream and drive the healthy one for at least
+    `seconds`, until the hostile one has `registered` tools and its burst (if any) is answered, and `TAIL` on."""
     upstreams = {"calm": UpstreamConfig(name="calm", command=sys.executable, args=(TINY,)),
                  "hostile": UpstreamConfig(name="hostile", command=sys.executable, args=(HOSTILE, *flags),
                                            connect_timeout=600)}
@@ -96,10 +101,11 @@ async def abused(directory: Path, flags: tuple[str, ...], *, seconds: float, bur
         async with Client(build_server(handlers), cache=None) as client:
             if burst:
                 tg.start_soon(_burst, gateway, burst, done)
-            latency = await _drive(client, seconds, lambda: not burst or bool(done))
-        registered = set(gateway.registry.tools)
+            latency = await _drive(client, seconds, lambda: (not burst or bool(done)) and len(
+                gateway.registry.server_tools("hostile")) >= registered)
+        names = set(gateway.registry.tools)
         tg.cancel_scope.cancel()
-    return Abused(latency, registered, bool(done))
+    return Abused(latency, names, bool(done))
 
 
 async def main(names: list[str], seconds: float) -> None:
@@ -107,9 +113,9 @@ async def main(names: list[str], seconds: float) -> None:
     print(machine_summary())
     print(f"{'abuse':<12} {'ops':>5} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
     for name in names:
-        flags, burst = ABUSES[name]
+        flags, burst, registered = ABUSES[name]
         with tempfile.TemporaryDirectory() as directory:
-            run = await abused(Path(directory), flags, seconds=seconds, burst=burst)
+            run = await abused(Path(directory), flags, seconds=seconds, burst=burst, registered=registered)
         samples = run.latency.samples
         print(f"{name:<12} {len(samples):>5} {run.latency.median:>8.1f} {run.latency.p99:>8.1f} {max(samples):>8.1f}")
 

@@ -1,0 +1,61 @@
+"""One abusive upstream never stalls another: a healthy stdio upstream's calls, `tools/list` and `tool_search`
+through the gateway stay fast while a hostile stdio upstream lists a 50 MB description or 200,000 tools (each
+re-listed every second) or bursts 100,000 list_changed notifications; a schema nested 10,000 deep drops only
+its own tool. Sizes are the issue's; `bench/hostile_upstreams.py` prints the same runs' p50/p99."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from bench.hostile_upstreams import ABUSES, Abused, abused
+from proxy.upstream._caps import MAX_TOOLS
+
+pytestmark = pytest.mark.anyio
+
+P99_MS = 500.0  # the issue's bound on a healthy call's delay; measured over ~100 operations or more
+SECONDS = 5.0
+
+
+async def run(tmp_path: Path, name: str) -> Abused:
+    flags, burst, registered = ABUSES[name]
+    return await abused(tmp_path, flags, seconds=SECONDS, burst=burst, registered=registered)
+
+
+async def test_a_50_mb_description_is_cut_and_stalls_no_other_upstream(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        result = await run(tmp_path, "description")
+    assert result.latency.p99 < P99_MS, result.latency
+    assert "hostile__huge" in result.registered
+    assert "1 tool descriptions cut to the cap of 65536 characters" in caplog.text
+
+
+async def test_200_000_tools_are_capped_and_stall_no_other_upstream(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        result = await run(tmp_path, "tools")
+    assert result.latency.p99 < P99_MS, result.latency
+    assert len([name for name in result.registered if name.startswith("hostile__")]) == MAX_TOOLS
+    assert "server hostile: 190002 tools dropped: over the caps of 10000 tools" in caplog.text
+
+
+async def test_a_burst_of_100_000_list_changed_stalls_no_other_upstream(tmp_path: Path) -> None:
+    result = await run(tmp_path, "burst")
+    assert result.burst_done
+    assert result.latency.p99 < P99_MS, result.latency
+
+
+async def test_a_schema_nested_10_000_deep_drops_only_that_tool(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        result = await run(tmp_path, "deep")
+    assert {"hostile__echo", "hostile__burst", "hostile__fine"} <= result.registered
+    assert "hostile__deep" not in result.registered
+    assert "server hostile: tool 'deep' skipped: its definition nests deeper than 128 levels" in caplog.text
+    assert result.latency.p99 < P99_MS, result.latency
