@@ -5,23 +5,31 @@ its own tool. Sizes are the issue's; `bench/hostile_upstreams.py` prints the sam
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
+import anyio
 import pytest
+from mcp import types
 
 from bench.hostile_upstreams import ABUSES, Abused, abused
-from proxy.upstream._caps import MAX_TOOLS
+from proxy.upstream._caps import CUT_MARK, MAX_DESCRIPTION_CHARS, MAX_TOOLS
+from proxy.upstream._tool_list import read_message
 
 pytestmark = pytest.mark.anyio
 
-P99_MS = 500.0  # the issue's bound on a healthy call's delay; measured over ~100 operations or more
-SECONDS = 5.0
+P99_MS = 500.0  # the issue's bound on a healthy call's delay
+SECONDS = 8.0  # ~200 operations: their p99 is the third slowest
+LIMIT = 90.0  # each run takes 10-25 s on a loaded 2-core machine
 
 
 async def run(tmp_path: Path, name: str) -> Abused:
+    """The bench's run of abuse `name`; one that does not end (the abused server's tools never all registered,
+    a burst never answered) fails after `LIMIT`."""
     flags, burst, registered = ABUSES[name]
-    return await abused(tmp_path, flags, seconds=SECONDS, burst=burst, registered=registered)
+    with anyio.fail_after(LIMIT):
+        return await abused(tmp_path, flags, seconds=SECONDS, burst=burst, registered=registered)
 
 
 async def test_a_50_mb_description_is_cut_and_stalls_no_other_upstream(
@@ -59,3 +67,15 @@ async def test_a_schema_nested_10_000_deep_drops_only_that_tool(
     assert "hostile__deep" not in result.registered
     assert "server hostile: tool 'deep' skipped: its definition nests deeper than 128 levels" in caplog.text
     assert result.latency.p99 < P99_MS, result.latency
+
+
+@pytest.mark.parametrize("text", ["é" * (3 << 20), "ab" * (3 << 20), "line\\n" * (1 << 20)])
+async def test_a_long_description_is_cut_to_whole_characters_without_decoding_it_whole(text: str) -> None:
+    tools = [{"name": "long", "description": "@", "inputSchema": {"type": "object"}},
+             {"name": "next", "inputSchema": {"type": "object"}}]
+    line = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"tools": tools}}, ensure_ascii=False).encode()
+    message = await read_message(line.replace(b'"@"', b'"' + text.encode() + b'"'), "s")
+    assert isinstance(message, types.JSONRPCResponse)
+    listed = message.result["tools"]
+    assert [tool["name"] for tool in listed] == ["long", "next"]
+    assert listed[0]["description"] == text.replace("\\n", "\n")[:MAX_DESCRIPTION_CHARS - len(CUT_MARK)] + CUT_MARK
