@@ -79,3 +79,11 @@ async def test_a_long_description_is_cut_to_whole_characters_without_decoding_it
     listed = message.result["tools"]
     assert [tool["name"] for tool in listed] == ["long", "next"]
     assert listed[0]["description"] == text.replace("\\n", "\n")[:MAX_DESCRIPTION_CHARS - len(CUT_MARK)] + CUT_MARK
+
+
+async def test_a_large_call_result_is_read_whole() -> None:
+    text = "z" * (3 << 20)  # a run free of quotes that a tool list would have shortened
+    line = json.dumps({"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": text}]}}).encode()
+    message = await read_message(line, "s")
+    assert isinstance(message, types.JSONRPCResponse)
+    assert message.result["content"][0]["text"] == text

@@ -35,7 +35,7 @@ MAX_TOOL_CHARS = 256 * 1024  # one tool's JSON, its description aside (the large
 MAX_LIST_CHARS = 8 << 20  # the tools kept from one answer, as JSON (the largest real server: 0.6 MB)
 SLICE_SECONDS = 0.02  # work between two yields to the event loop
 DECODED_AT_ONCE = 4 << 20  # bytes of a line decoded between two yields
-RUN_BYTES = 1 << 20  # a run of a line free of quotes and backslashes keeps about this much (`_shortened`)
+RUN_CHARS = 1 << 20  # a run of a tool list free of quotes and backslashes keeps about this much (`_shortened`)
 NAMED_SKIPS = 5  # tools of one answer skipped with a warning each; the rest are counted
 
 _decoder = json.JSONDecoder()
@@ -172,6 +172,7 @@ class _Listing:
 async def _tools(text: _Text, server: str) -> list[dict[str, Any]]:
     listing = _Listing(server)
     text.take("[")
+    text.text = await _shortened(text.text, text.pos)  # what follows is the tools and the end of the message
     while text.peek() != "]":
         start = text.pos
         try:
@@ -204,33 +205,22 @@ async def _object(text: _Text, server: str, *, in_result: bool = False) -> dict[
     return found
 
 
-def _char_start(line: bytes, at: int) -> int:
-    """`at`, or the start of the next UTF-8 character if `at` is inside one."""
-    while at < len(line) and 0x80 <= line[at] < 0xC0:
-        at += 1
-    return at
-
-
-async def _shortened(line: bytes) -> bytes:
-    """`line` with the middle of every very long run free of quotes and backslashes taken out, before it is
-    decoded: such a run lies inside one string (or is whitespace), so the JSON stays valid, and a 50 MB
-    description costs a few `find`s instead of decoding 50 MB in one call (0.7 s on a loaded machine).
-    A run's first `RUN_BYTES` or more stay, which is more than any cap keeps of a text."""
-    kept: list[bytes | memoryview] = []
-    start, free_before = 0, False
-    with memoryview(line) as view:
-        for at in range(0, len(line), RUN_BYTES):
-            end = min(at + RUN_BYTES, len(line))
-            free = line.find(b'"', at, end) < 0 and line.find(b"\\", at, end) < 0
-            if free and free_before:
-                kept.append(view[start:_char_start(line, at)])
-                start = _char_start(line, end)
-            free_before = free
-            await anyio.lowlevel.checkpoint()
-        if not kept:
-            return line
-        kept.append(view[start:])
-        return b"".join(kept)
+async def _shortened(text: str, start: int) -> str:
+    """`text` with the middle of every very long run after `start` free of quotes and backslashes taken out:
+    such a run lies inside one string (or is whitespace), so the JSON stays valid, and a tool's 50 MB
+    description costs a few `find`s instead of a decode of 50 MB in one call (0.7 s on a loaded machine).
+    A run keeps its first `RUN_CHARS` or more, more than any cap keeps of a text."""
+    kept: list[str] = []  # text[:done], less what was cut
+    done, free_before = 0, False
+    for at in range(start, len(text), RUN_CHARS):
+        end = min(at + RUN_CHARS, len(text))
+        free = text.find('"', at, end) < 0 and text.find("\\", at, end) < 0
+        if free and free_before:
+            kept.append(text[done:at])
+            done = end
+        free_before = free
+        await anyio.lowlevel.checkpoint()
+    return "".join([*kept, text[done:]]) if kept else text
 
 
 async def _decoded(line: bytes) -> str:
@@ -250,7 +240,7 @@ async def read_message(line: bytes, server: str) -> types.JSONRPCMessage | None:
     """The message on `line` with its tools (if it is a tools/list answer) held to the caps, or None if it is
     not a JSON-RPC message even so."""
     try:
-        text = _Text(await _decoded(await _shortened(line)))
+        text = _Text(await _decoded(line))
         message = await _object(text, server)
         if text.peek():
             return None
