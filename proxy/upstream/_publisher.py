@@ -105,10 +105,12 @@ class Publisher:
 
     async def _store(self, up: Member, tools: list[types.Tool]) -> None:
         """Write the catalog cache; on disk in a worker thread (a dump per tool: many short steps, so the GIL
-        is shared and 10,000 tools do not stop the loop for their whole write)."""
+        is shared and 10,000 tools do not stop the loop for their whole write), shielded: a shutdown right
+        after a listing still leaves the cache that matches it."""
         assert self.cache is not None
         if isinstance(self.cache, DiskCatalogCache):
-            await anyio.to_thread.run_sync(self.cache.store, up.config, tools)
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self.cache.store, up.config, tools)
         else:
             self.cache.store(up.config, tools)
 
