@@ -26,6 +26,7 @@ from bench.harness import REPO, Latency, machine_summary
 from proxy.app import Gateway, run_gateway
 from proxy.config import Config, ToolsetsConfig, UpstreamConfig
 from proxy.downstream import ChangeNotifier, Handlers, build_server
+from proxy.upstream._caps import MAX_TOOLS
 
 HOSTILE = str(REPO / "tests" / "servers" / "hostile.py")
 TINY = str(REPO / "tests" / "servers" / "tiny.py")
@@ -36,7 +37,7 @@ TAIL = 1.0  # how long the healthy operations go on once the abuse is over (what
 ABUSES = {  # name → (hostile.py flags, list_changed burst size, hostile tools registered when it is over)
     "none": ((), 0, 2),  # the baseline: the same two servers, no abuse
     "description": (("--description-mb", "50"), 0, 3),
-    "tools": (("--tools", "200000"), 0, 10_000),
+    "tools": (("--tools", "200000"), 0, MAX_TOOLS),
     "deep": (("--deep", "10000", "--relist"), 0, 3),
     "burst": ((), 100_000, 2),
 }

@@ -272,7 +272,7 @@ class Registry:
         self, server: str, tools: Iterable[types.Tool], *, prefix: bool = True
     ) -> ServerChange:
         """`set_server_tools`, its per-tool work (checks, cleaning, compression) done first, yielding to the
-        loop every `SLICE_SECONDS`: 10,000 tools must not stop every other upstream's calls for seconds. The
+        loop every `SLICE_SECONDS`: thousands of tools must not stop every other upstream's calls for seconds. The
         registry itself changes at the end, in one step."""
         return self._register(server, await run_sliced(_entries(server, tools, self._definitions)), prefix)
 

@@ -259,7 +259,7 @@ class Views:
         yield from self._lexical().set_server_steps(server, docs)
 
     async def catch_up(self) -> None:
-        """Index what is waiting, yielding to the loop as it goes (a server of 10,000 tools takes seconds), so
+        """Index what is waiting, yielding to the loop as it goes (a server of thousands of tools takes seconds), so
         that `index` then has nothing left to do at once."""
         async with self._indexing:
             while self._unindexed:

@@ -154,7 +154,7 @@ class SearchIndex:
             pass
 
     def set_server_steps(self, server: str, docs: Iterable[SearchDoc]) -> Generator[None, None, None]:
-        """`set_server` a step per tool, so a caller can yield between (10,000 tools take seconds); the index
+        """`set_server` a step per tool, so a caller can yield between (thousands of tools take seconds); the index
         changes in the last step only, so a search between steps sees it as it was."""
         unique = list(dict((d.name, d) for d in docs).values())
         boilerplate = server_boilerplate(unique)

@@ -14,7 +14,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["MAX_DESCRIPTION_CHARS", "MAX_TOOLS", "cut_description", "hold_to_caps"]
 
-MAX_TOOLS = 10_000  # tools kept from one server, all pages together (the largest real server lists 235)
+MAX_TOOLS = 5_000  # tools kept from one server, all pages together (the largest real server lists 235)
 MAX_DESCRIPTION_CHARS = 64 * 1024  # a longer tool description is cut (the longest real one: 6.5 KB)
 CUT_MARK = " …[cut by toolbridge]"
 
