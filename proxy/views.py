@@ -7,9 +7,10 @@ index is only told what changed here; its embeddings are computed by the app's b
 
 The lexical index is not built while tools register: a listing does not need it, and indexing
 costs ~0.2 ms per tool, which would delay the first `tools/list` of a large fleet listed from its
-cached catalogs. `index_when_idle` indexes new tools while the event loop has nothing else to do,
-and `index` first indexes whatever is still waiting, so a search always sees every tool. The
-search package (and numpy under it) is imported then too, not at start-up.
+cached catalogs. `index_when_idle` indexes changed servers in the background, yielding to the loop
+every few milliseconds (`catch_up`), and `index` first indexes whatever is still waiting and not
+being indexed already, so a search sees every tool (a server being indexed, as it was before its
+change). The search package (and numpy under it) is imported then too, not at start-up.
 """
 
 from __future__ import annotations
