@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 import zlib
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
+import anyio.lowlevel
 from mcp import types
 from mcp_types.methods import SERVER_RESULTS, serialize_server_result
 from pydantic import ValidationError
@@ -34,6 +36,9 @@ logger = logging.getLogger(__name__)
 _LIST_VERSIONS = sorted({model: version for (method, version), model in sorted(SERVER_RESULTS.items())
                          if method == "tools/list"}.values())
 _CHECKED_AT_ONCE = 50  # tools per check: a whole 500-tool list's dump and models take ~5 MB at a time
+SLICE_SECONDS = 0.02  # per-tool work between two yields to the loop, in `set_server_tools_sliced`
+T = TypeVar("T")
+Steps = Generator[None, None, T]  # work done a step at a time; its result is the generator's return value
 
 
 def _wire_valid(tools: list[types.Tool]) -> bool:
@@ -48,7 +53,7 @@ def _wire_valid(tools: list[types.Tool]) -> bool:
     return True
 
 
-def _servable_tools(server: str, tools: Iterable[types.Tool]) -> dict[str, types.Tool]:
+def _servable_tools(server: str, tools: Iterable[types.Tool]) -> Steps[dict[str, types.Tool]]:
     """The tools by raw name: a name listed twice keeps one chosen by content, never by list order,
     and a tool no client could be sent is dropped."""
     by_raw: dict[str, list[types.Tool]] = {}
@@ -58,15 +63,50 @@ def _servable_tools(server: str, tools: Iterable[types.Tool]) -> dict[str, types
     for name, same in by_raw.items():
         if len(same) > 1:
             logger.warning("server %s: tool %.80r is listed %d times; one is kept", server, name, len(same))
-        kept[name] = min(same, key=lambda tool: tool.model_dump_json())
+        kept[name] = min(same, key=lambda tool: tool.model_dump_json()) if len(same) > 1 else same[0]
     listed = list(kept.values())
-    if all(_wire_valid(listed[at:at + _CHECKED_AT_ONCE]) for at in range(0, len(listed), _CHECKED_AT_ONCE)):
+    valid = True
+    for at in range(0, len(listed), _CHECKED_AT_ONCE):
+        valid = valid and _wire_valid(listed[at:at + _CHECKED_AT_ONCE])
+        yield
+    if valid:
         return kept
     for name, tool in list(kept.items()):
         if not _wire_valid([tool]):
             logger.warning("server %s: tool %.80r skipped: its definition is not valid MCP", server, name)
             del kept[name]
+        yield
     return kept
+
+
+def _entries(server: str, tools: Iterable[types.Tool], definitions: dict[bytes, bytes]) -> Steps[dict[str, ToolEntry]]:
+    """The servable tools as registry entries, a step per tool."""
+    by_raw: dict[str, ToolEntry] = {}
+    for raw, tool in (yield from _servable_tools(server, tools)).items():
+        by_raw[raw] = ToolEntry.shown(server, raw, tool, definitions)
+        yield
+    return by_raw
+
+
+def run_steps(steps: Steps[T]) -> T:
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+async def run_sliced(steps: Steps[T]) -> T:
+    """`steps` run to the end, yielding to the loop every `SLICE_SECONDS` of them."""
+    since = time.perf_counter()
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+        if time.perf_counter() - since > SLICE_SECONDS:
+            await anyio.lowlevel.checkpoint()
+            since = time.perf_counter()
 
 
 def _as_shown(server: str, tool: types.Tool, name: str) -> types.Tool:
@@ -226,7 +266,18 @@ class Registry:
         moves (one earlier in name order arrived or left, or a second server now spells one of its
         qualified names alike) is re-registered too.
         """
-        by_raw = self._set_source(server, tools, prefix)
+        return self._register(server, run_steps(_entries(server, tools, self._definitions)), prefix)
+
+    async def set_server_tools_sliced(
+        self, server: str, tools: Iterable[types.Tool], *, prefix: bool = True
+    ) -> ServerChange:
+        """`set_server_tools`, its per-tool work (checks, cleaning, compression) done first, yielding to the
+        loop every `SLICE_SECONDS`: thousands of tools must not stop every other upstream's calls for seconds. The
+        registry itself changes at the end, in one step."""
+        return self._register(server, await run_sliced(_entries(server, tools, self._definitions)), prefix)
+
+    def _register(self, server: str, by_raw: dict[str, ToolEntry], prefix: bool) -> ServerChange:
+        self._set_source(server, by_raw, prefix)
         self._forget_definitions()
         assigned = self._assign()
         self._follow(assigned, {server})  # a server losing a raw name to this one lets go first
@@ -240,7 +291,8 @@ class Registry:
         time in proportion to its tools, not to its servers times its tools. Nothing to register: no pass."""
         if not catalogs:
             return
-        kept = {server: self._set_source(server, tools, prefix) for server, (tools, prefix) in catalogs.items()}
+        kept = {server: self._set_source(server, run_steps(_entries(server, tools, self._definitions)), prefix)
+                for server, (tools, prefix) in catalogs.items()}
         self._forget_definitions()
         assigned = self._assign()
         self._follow(assigned, set(kept))
@@ -248,9 +300,7 @@ class Registry:
             self._apply(server, by_raw, assigned.get(server, {}))
         self._follow(assigned, set())  # one of them refused a name another let go after it takes it now
 
-    def _set_source(self, server: str, tools: Iterable[types.Tool], prefix: bool) -> dict[str, ToolEntry]:
-        by_raw = {raw: ToolEntry.shown(server, raw, tool, self._definitions)
-                  for raw, tool in _servable_tools(server, tools).items()}
+    def _set_source(self, server: str, by_raw: dict[str, ToolEntry], prefix: bool) -> dict[str, ToolEntry]:
         if by_raw:
             self._sources[server] = (NameSource(frozenset(by_raw), prefix), by_raw)
         else:

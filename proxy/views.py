@@ -7,9 +7,10 @@ index is only told what changed here; its embeddings are computed by the app's b
 
 The lexical index is not built while tools register: a listing does not need it, and indexing
 costs ~0.2 ms per tool, which would delay the first `tools/list` of a large fleet listed from its
-cached catalogs. `index_when_idle` indexes new tools while the event loop has nothing else to do,
-and `index` first indexes whatever is still waiting, so a search always sees every tool. The
-search package (and numpy under it) is imported then too, not at start-up.
+cached catalogs. `index_when_idle` indexes changed servers in the background, yielding to the loop
+every few milliseconds (`catch_up`), and `index` first indexes whatever is still waiting and not
+being indexed already, so a search sees every tool (a server being indexed, as it was before its
+change). The search package (and numpy under it) is imported then too, not at start-up.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from proxy.catalogs import Catalogs, CatalogView
 from proxy.config import ProfileConfig, ToolsetsConfig
 from proxy.listing import estimate_tokens, listing_budget
 from proxy.names import SEPARATOR, server_toolset
-from proxy.registry import Registry, ToolEntry
+from proxy.registry import Registry, Steps, ToolEntry, run_sliced, run_steps
 from proxy.surface import ClientHints, Surface, build_surface
 from proxy.toolsets import Toolsets, session_scope, session_servers, split_core
 
@@ -158,10 +159,20 @@ def _semantic_index(setting: str, cache_dir: Path | None) -> SemanticIndex | Non
     return SemanticIndex(cache_dir)
 
 
-def _docs(entries: list[ToolEntry]) -> list[SearchDoc]:
+def _docs(entries: list[ToolEntry]) -> Steps[list[SearchDoc]]:
+    """The entries' search documents, a step per tool."""
     from proxy.search import doc_from_tool
 
-    return [doc_from_tool(e.name, e.server, e.raw_name, e.description, e.input_schema) for e in entries]
+    docs = []
+    for e in entries:
+        docs.append(doc_from_tool(e.name, e.server, e.raw_name, e.description, e.input_schema))
+        yield
+    return docs
+
+
+def _built(docs: list[SearchDoc]) -> Steps[list[SearchDoc]]:
+    return docs
+    yield  # a generator, of no steps
 
 
 def _app_calls(registry: Registry, scope: frozenset[str], apps: frozenset[str]) -> dict[str, tuple[str, ...]]:
@@ -205,7 +216,8 @@ class Views:
         self.semantic = _semantic_index(toolsets.tool_search.semantic, cache_dir)
         self._index: SearchIndex | None = None
         # Servers whose tools changed since they were indexed, with how to get their documents.
-        self._unindexed: dict[str, Callable[[], list[SearchDoc]]] = {}
+        self._unindexed: dict[str, Callable[[], Steps[list[SearchDoc]]]] = {}
+        self._indexing = anyio.Lock()  # one `catch_up` at a time
         self._views: dict[tuple[object, ...], SessionView] = {}
         self._promoted_surfaces: dict[tuple[str, tuple[str, ...]], tuple[Surface, str]] = {}
         for server in registry.servers:
@@ -216,14 +228,15 @@ class Views:
         if self.semantic is None:
             self._unindexed[server] = lambda: _docs(entries)  # built when indexed, off the registration path
             return
-        docs = _docs(entries)  # built once, for both legs
+        docs = run_steps(_docs(entries))  # built once, for both legs
         self.semantic.set_server(server, docs)
-        self._unindexed[server] = lambda: docs
+        self._unindexed[server] = lambda: _built(docs)
 
     @property
     def index(self) -> SearchIndex:
-        """The lexical index over every registered tool (indexing first what is still waiting)."""
-        while self._unindexed:
+        """The lexical index over every registered tool (indexing first what is still waiting, unless `catch_up`
+        is at it: then a server it has not finished is searched as it was before its change)."""
+        while self._unindexed and not self._indexing.locked():
             self._index_next()
         return self._lexical()
 
@@ -239,18 +252,26 @@ class Views:
         return self._index
 
     def _index_next(self) -> None:
+        run_steps(self._index_steps())
+
+    def _index_steps(self) -> Steps[None]:
         server = next(iter(self._unindexed))
-        self._lexical().set_server(server, self._unindexed.pop(server)())
+        docs = yield from self._unindexed.pop(server)()
+        yield from self._lexical().set_server_steps(server, docs)
+
+    async def catch_up(self) -> None:
+        """Index what is waiting, yielding to the loop as it goes (a server of thousands of tools takes seconds), so
+        that `index` then has nothing left to do at once."""
+        async with self._indexing:
+            while self._unindexed:
+                await run_sliced(self._index_steps())
 
     async def index_when_idle(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Index changed servers one at a time whenever every other task is waiting, for as long as it runs."""
+        """Index changed servers as soon as they change, a slice at a time (`catch_up`), for as long as it runs."""
         task_status.started()
         while True:
             since = self.registry.generation
-            while self._unindexed:
-                await anyio.wait_all_tasks_blocked()
-                if self._unindexed:  # a search may have indexed it meanwhile
-                    self._index_next()
+            await self.catch_up()
             await self.registry.wait_for_change(since)
 
     def update_toolsets(self, toolsets: ToolsetsConfig) -> None:

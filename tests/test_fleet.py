@@ -124,9 +124,11 @@ class ListingClock(Registry):
         super().__init__()
         self.listed: dict[str, list[float]] = defaultdict(list)
 
-    def set_server_tools(self, server: str, tools: Iterable[types.Tool], *, prefix: bool = True) -> ServerChange:
+    async def set_server_tools_sliced(
+        self, server: str, tools: Iterable[types.Tool], *, prefix: bool = True
+    ) -> ServerChange:
         self.listed[server].append(anyio.current_time())
-        return super().set_server_tools(server, tools, prefix=prefix)
+        return await super().set_server_tools_sliced(server, tools, prefix=prefix)
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -102,7 +102,7 @@ async def test_the_stdio_reader_keeps_no_message_it_passed_on(tmp_path: Path) ->
     script = f"import sys; print({answer!r}, flush=True); sys.stdin.read()"  # then quiet until stdin closes
     config = UpstreamConfig(name="c", command=sys.executable, args=("-c", script))
     with (tmp_path / "c.log").open("w") as errlog:
-        async with stdio_transport(config, tmp_path, errlog, lambda: None) as (read, _write):
+        async with stdio_transport(config, tmp_path, errlog, lambda: None, lambda: None) as (read, _write):
             with anyio.fail_after(5):
                 received = await read.receive()
             assert parsed_copies() == 1

@@ -26,7 +26,7 @@ import anyio
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
-from proxy.upstream import MessageReader, MessageWriter, encode, open_pipes
+from proxy.upstream import MessageReader, MessageWriter, encode, open_pipes, parsed_or
 
 _Streams = tuple[
     anyio.abc.ObjectReceiveStream[SessionMessage | Exception], anyio.abc.ObjectSendStream[SessionMessage]
@@ -123,7 +123,7 @@ async def _serve_streams(stdin: BinaryIO, stdout: BinaryIO) -> AsyncIterator[_St
             with contextlib.suppress(OSError):  # stdout is gone: the session's own next write says so
                 await write_data(encode(rejection(line)))
 
-        yield MessageReader(read_line, reject), MessageWriter(write_data)
+        yield MessageReader(read_line, parsed_or(reject)), MessageWriter(write_data)
 
 
 def _write(stdout: BinaryIO, data: bytes) -> None:

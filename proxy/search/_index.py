@@ -13,7 +13,7 @@ import functools
 import itertools
 import math
 from collections import defaultdict
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Generator, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -150,14 +150,30 @@ class SearchIndex:
 
     def set_server(self, server: str, docs: Iterable[SearchDoc]) -> None:
         """Replace one server's tools; other servers' postings stay untouched."""
+        for _ in self.set_server_steps(server, docs):
+            pass
+
+    def set_server_steps(self, server: str, docs: Iterable[SearchDoc]) -> Generator[None, None, None]:
+        """`set_server` a step per tool, so a caller can yield between (thousands of tools take seconds); the index
+        changes in the last step only, so a search between steps sees it as it was."""
+        unique = list(dict((d.name, d) for d in docs).values())
+        boilerplate = server_boilerplate(unique)
+        acronyms = name_acronyms(unique)
+        counted = []
+        for doc in unique:
+            counted.append((doc, field_counts(doc, boilerplate, acronyms)))
+            yield
+        self._install(server, counted)
+
+    def _install(
+        self, server: str, counted: list[tuple[SearchDoc, tuple[dict[str, tuple[int, ...]], tuple[int, ...]]]]
+    ) -> None:
         self.remove_server(server)
         names: list[str] = []
-        docs = [d for d in dict((d.name, d) for d in docs).values() if d.name not in self._entries]
-        boilerplate = server_boilerplate(docs)
-        acronyms = name_acronyms(docs)
         rows: dict[int, tuple[list[int], list[tuple[int, ...]]]] = defaultdict(lambda: ([], []))
-        for doc in docs:
-            tfs, lengths = field_counts(doc, boilerplate, acronyms)
+        for doc, (tfs, lengths) in counted:
+            if doc.name in self._entries:  # another server's tool by that name is indexed already
+                continue
             name_terms = tuple(t for t, f in tfs.items() if f[0])
             doc_id = self._docs.add(doc.name, lengths)
             self._entries[doc.name] = _Entry(doc.raw_name, name_terms, doc_id)

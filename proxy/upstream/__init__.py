@@ -44,7 +44,7 @@ from proxy.upstream._tasks import (
     update_task,
 )
 from proxy.upstream._traits import CARRIED, CacheHint, ListKind, ServerTraits, merge_extensions
-from proxy.upstream._wire import LineTooLong, MessageReader, MessageWriter, encode, open_pipes
+from proxy.upstream._wire import LineTooLong, MessageReader, MessageWriter, encode, open_pipes, parsed_or
 
 __all__ = [
     "APP_MIME_TYPE",
@@ -92,6 +92,7 @@ __all__ = [
     "merge_extensions",
     "next_delay",
     "open_pipes",
+    "parsed_or",
     "resolve_command",
     "rewrite_ui_meta",
     "rewrite_ui_read",

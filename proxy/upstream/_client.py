@@ -31,6 +31,7 @@ from proxy.errors import (
     translate,
 )
 from proxy.upstream._backchannel import BackChannel, InFlight, NoticeSink
+from proxy.upstream._caps import MAX_TOOLS, hold_to_caps
 from proxy.upstream._schemas import OutputSchemas
 from proxy.upstream._tasks import task_call
 from proxy.upstream._traits import CacheHint, ListKind, ServerTraits
@@ -199,8 +200,10 @@ class Connection:
         return resources, templates, prompts
 
     async def _every_page(
-        self, fetch: Callable[..., Awaitable[Any]], items: Callable[[Any], list[T]], kind: ListKind
+        self, fetch: Callable[..., Awaitable[Any]], items: Callable[[Any], list[T]], kind: ListKind,
+        *, most: int | None = None,
     ) -> list[T]:
+        """Every page of a listing; with `most`, no page after the one that brings more than `most` items."""
         found: list[T] = []
         cursor: str | None = None
         hint: CacheHint | None = None
@@ -209,7 +212,7 @@ class Connection:
             found += items(page)
             hint = CacheHint.of(page) if hint is None else hint.merge(CacheHint.of(page))
             self.hints[kind] = hint
-            if (cursor := page.next_cursor) is None:
+            if (cursor := page.next_cursor) is None or (most is not None and len(found) > most):
                 break
         else:
             logger.warning("server %s: stopped listing after %d pages", self.server, MAX_PAGES)
@@ -234,11 +237,13 @@ class Connection:
             raise error from exc
 
     async def list_tools(self) -> list[types.Tool]:
-        """Every page of tools/list, filtered by the config's include/exclude globs.
+        """Every page of tools/list (up to `MAX_TOOLS` tools), held to the caps and filtered by the config's
+        include/exclude globs.
 
         The SDK's copies of their output schemas are emptied until a call needs one (`OutputSchemas`).
         """
-        tools = await self._every_page(self.client.list_tools, lambda page: page.tools, "tools")
+        tools = await self._every_page(self.client.list_tools, lambda page: page.tools, "tools", most=MAX_TOOLS)
+        tools = hold_to_caps(tools, self.server)
         offered = filter_tools(tools, self.config.tools.include, self.config.tools.exclude)
         return self.output_schemas.adopt(tools, offered)
 

@@ -116,7 +116,7 @@ async def _stdio(config: UpstreamConfig, config_dir: Path, log_dir: Path, signal
     with open(log_dir / f"{config.name}.log", "a", encoding="utf-8", opener=_owner_only) as errlog:
         errlog.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {config.command}\n")
         errlog.flush()
-        async with stdio_transport(config, config_dir, errlog, signals.mark_lost) as streams:
+        async with stdio_transport(config, config_dir, errlog, signals.mark_changed, signals.mark_lost) as streams:
             yield streams
 
 

@@ -12,10 +12,12 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
+import anyio
 from mcp import types
 
 from proxy.config import UpstreamConfig
 from proxy.shared import CatalogCache  # on disk (upstream/_cache.py) or in Redis
+from proxy.upstream._cache import CatalogCache as DiskCatalogCache
 from proxy.upstream._client import Connection
 from proxy.upstream._gate import ToolGate
 from proxy.upstream._member import Member, UpstreamState
@@ -31,6 +33,10 @@ class ToolSink(Protocol):
     """Where the fleet puts each server's tools (the registry); it bumps on availability changes."""
 
     def set_server_tools(self, server: str, tools: Iterable[types.Tool], *, prefix: bool = True) -> Any: ...
+
+    async def set_server_tools_sliced(
+        self, server: str, tools: Iterable[types.Tool], *, prefix: bool = True
+    ) -> Any: ...
 
     def set_servers_tools(self, catalogs: Mapping[str, tuple[Iterable[types.Tool], bool]]) -> Any: ...
 
@@ -66,7 +72,7 @@ class Publisher:
         self._turns = Turns(LISTING_PATIENCE)
 
     async def refresh(self, up: Member, conn: Connection) -> None:
-        """List every page and register the result: one `set_server_tools`, one generation bump.
+        """List every page and register the result: one `set_server_tools_sliced`, one generation bump.
 
         Once listed, the SDK is made to let go of the answer it still holds (`Connection.drop_last_answer`).
         """
@@ -80,13 +86,13 @@ class Publisher:
                 self.catalogs.set_server_catalog(up.name, resources, templates, prompts, prefix=up.config.prefix)
                 self.catalogs.set_server_traits(up.name, conn.traits)
             await conn.drop_last_answer()  # before registering: READY follows registration with no await between
-            up.tool_count, up.listed = len(tools), True
-            change = self.registry.set_server_tools(up.name, tools, prefix=up.config.prefix)
+            change = await self.registry.set_server_tools_sliced(up.name, tools, prefix=up.config.prefix)
+            up.tool_count, up.listed = len(tools), True  # the registry changed in its last step: no await since
             if change.changed:
                 logger.info("server %s: %d tools (+%d ~%d -%d)", up.name, len(tools),
                             len(change.added), len(change.replaced), len(change.removed))
             if self.cache is not None and (change.changed or not up.stored):
-                self.cache.store(up.config, tools)
+                await self._store(up, tools)
                 up.stored = True
 
     def _republish(self, config: UpstreamConfig, tools: list[types.Tool]) -> None:
@@ -96,6 +102,17 @@ class Publisher:
             logger.info("server %s: approved tool definitions registered (%d tools)", config.name, len(tools))
         if self.cache is not None:
             self.cache.store(config, tools)
+
+    async def _store(self, up: Member, tools: list[types.Tool]) -> None:
+        """Write the catalog cache; on disk in a worker thread (a dump per tool: many short steps, so the GIL
+        is shared and 10,000 tools do not stop the loop for their whole write), shielded: a shutdown right
+        after a listing still leaves the cache that matches it."""
+        assert self.cache is not None
+        if isinstance(self.cache, DiskCatalogCache):
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self.cache.store, up.config, tools)
+        else:
+            self.cache.store(up.config, tools)
 
     def list_cached(self, ups: Iterable[Member]) -> list[Member]:
         """Register the members' cached catalogs, if any, in one go; the members found are listed and settled."""

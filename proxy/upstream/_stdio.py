@@ -10,6 +10,7 @@ writes the pipes itself (`_wire`), with no pump task between them.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -24,17 +25,19 @@ from typing import IO
 import anyio
 from anyio.abc import Process
 from mcp.client.stdio import get_default_environment
-from mcp.types import JSONRPCMessage
+from mcp.types import JSONRPCMessage, jsonrpc_message_adapter
 
 from proxy.config import UpstreamConfig
 from proxy.errors import UpstreamRefused
-from proxy.upstream._salvage import salvage_tool_list
+from proxy.upstream._tool_list import read_message
 from proxy.upstream._wire import LineTooLong, MessageReader, MessageWriter, Pipes, open_pipes
 
 logger = logging.getLogger(__name__)
 
 EXIT_GRACE = 2.0  # after stdin closes, then again after SIGTERM (the SDK's and the spec's order)
 NOISE_LOG_INTERVAL = 10.0
+LARGE_LINE = 1 << 20  # a line longer than this is read a value at a time, never in one parse
+LIST_CHANGED = frozenset(f"notifications/{kind}/list_changed" for kind in ("tools", "prompts", "resources"))
 
 
 def resolve_command(command: str) -> str | None:
@@ -70,13 +73,39 @@ class _StdoutNoise:
         self.last, self.suppressed = now, 0
 
 
-def _reader(pipes: Pipes, server: str, on_eof: Callable[[], None]) -> MessageReader:
-    """The child's stdout as messages: a line that is not JSON-RPC is salvaged (a tools/list with a bad
-    tool) or logged and skipped; the end of it (or a line over `max_message_bytes`) fires `on_eof`."""
+def _list_changed(line: bytes) -> bool:
+    """Whether `line` is a bare list_changed notification (one without params), cheaply."""
+    if len(line) > 200 or b"list_changed" not in line:
+        return False
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return False
+    return (isinstance(data, dict) and data.get("method") in LIST_CHANGED and not data.get("params")
+            and set(data) <= {"jsonrpc", "method", "params"})
+
+
+def _reader(pipes: Pipes, server: str, on_changed: Callable[[], None], on_eof: Callable[[], None]) -> MessageReader:
+    """The child's stdout as messages.
+
+    A list_changed notification goes straight to `on_changed`: a flood of them (100,000) costs a flag each,
+    not the SDK's handling of a message each. A line over `LARGE_LINE`, or one the SDK cannot parse (a
+    tool nested too deep), is read tool by tool within the caps (`_tool_list`); a line that is not
+    JSON-RPC even so is logged and skipped. The end of the output (or a line over `max_message_bytes`)
+    fires `on_eof`.
+    """
     noise = _StdoutNoise(server)
 
-    async def on_invalid(line: bytes) -> JSONRPCMessage | None:
-        message = salvage_tool_list(line, server)
+    async def parse(line: bytes) -> JSONRPCMessage | None:
+        if _list_changed(line):
+            on_changed()
+            return None
+        if len(line) <= LARGE_LINE:
+            try:
+                return jsonrpc_message_adapter.validate_json(line, by_name=False)
+            except ValueError:
+                pass
+        message = await read_message(line, server)
         if message is None:
             noise.report(line)
         return message
@@ -87,7 +116,7 @@ def _reader(pipes: Pipes, server: str, on_eof: Callable[[], None]) -> MessageRea
                          server, pipes.max_line)
         on_eof()
 
-    return MessageReader(pipes.read_line, on_invalid, on_end)
+    return MessageReader(pipes.read_line, parse, on_end)
 
 
 async def _exited(process: Process, timeout: float) -> bool:
@@ -116,9 +145,11 @@ async def _stop(process: Process, stdin: int) -> None:
 
 @asynccontextmanager
 async def stdio_transport(
-    config: UpstreamConfig, config_dir: Path, errlog: IO[str], on_eof: Callable[[], None]
+    config: UpstreamConfig, config_dir: Path, errlog: IO[str], on_changed: Callable[[], None],
+    on_eof: Callable[[], None],
 ) -> AsyncIterator[tuple[MessageReader, MessageWriter]]:
-    """Spawn the upstream and yield its (read, write) message streams; `on_eof` fires when it exits.
+    """Spawn the upstream and yield its (read, write) message streams; `on_changed` fires for each list_changed
+    notification (they never reach the SDK), `on_eof` when it exits.
 
     The child gets the SDK's minimal safe environment plus its configured `env`, never ours.
 
@@ -152,4 +183,4 @@ async def stdio_transport(
     # The child is stopped before its stdout closes (it may still write while it exits).
     async with open_pipes(os.fdopen(stdout, "rb", buffering=0), stdin, max_line=config.max_message_bytes,
                           before_close=stop) as pipes:
-        yield _reader(pipes, config.name, on_eof), MessageWriter(pipes.write)
+        yield _reader(pipes, config.name, on_changed, on_eof), MessageWriter(pipes.write)

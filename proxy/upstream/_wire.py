@@ -22,13 +22,15 @@ from contextlib import asynccontextmanager
 from typing import Any, BinaryIO
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from mcp.shared.message import SessionMessage
 from mcp.types import JSONRPCMessage, jsonrpc_message_adapter
 
-__all__ = ["LineTooLong", "MessageReader", "MessageWriter", "Pipes", "encode", "open_pipes"]
+__all__ = ["LineTooLong", "MessageReader", "MessageWriter", "Parse", "Pipes", "encode", "open_pipes", "parsed_or"]
 
 PAUSE_AT = 1 << 20  # unread bytes at which the loop stops reading a pipe until they are read
+YIELD_EVERY = 32  # skipped lines in a row between two yields to the loop
 
 
 class LineTooLong(Exception):
@@ -210,25 +212,43 @@ async def open_pipes(
                 transport.close()
 
 
-class MessageReader(ObjectReceiveStream[SessionMessage | Exception]):
-    """The session's read stream: each line parsed as JSON-RPC.
+Parse = Callable[[bytes], Awaitable[JSONRPCMessage | None]]
 
-    `on_invalid` gets a line that is not JSON-RPC and returns a message to deliver in its place,
-    or None to skip it. `on_end` runs once when the input ends or fails.
+
+def parsed_or(on_invalid: Parse) -> Parse:
+    """The plain parse of a line: one that is not JSON-RPC goes to `on_invalid`, which returns a message to
+    deliver in its place, or None to skip it."""
+
+    async def parse(line: bytes) -> JSONRPCMessage | None:
+        try:
+            return jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except ValueError:
+            return await on_invalid(line)
+
+    return parse
+
+
+class MessageReader(ObjectReceiveStream[SessionMessage | Exception]):
+    """The session's read stream: each line parsed by `parse` (see `parsed_or`), which returns None for a line
+    to skip. `on_end` runs once when the input ends or fails.
+
+    A run of skipped lines yields to the loop every `YIELD_EVERY` lines: a peer's flood of them must not hold
+    the loop while it is read.
     """
 
     def __init__(
         self,
         read_line: Callable[[], Awaitable[bytes]],
-        on_invalid: Callable[[bytes], Awaitable[JSONRPCMessage | None]],
+        parse: Parse,
         on_end: Callable[[BaseException | None], None] = lambda error: None,
     ) -> None:
-        self._read_line, self._on_invalid, self._on_end = read_line, on_invalid, on_end
+        self._read_line, self._parse, self._on_end = read_line, parse, on_end
         self._ended = False
 
     async def receive(self) -> SessionMessage | Exception:
         if self._ended:
             raise anyio.EndOfStream
+        skipped = 0
         while True:
             try:
                 line = await self._read_line()
@@ -238,15 +258,12 @@ class MessageReader(ObjectReceiveStream[SessionMessage | Exception]):
             if not line:
                 self._end(None)
                 raise anyio.EndOfStream
-            if not line.strip():
-                continue
-            try:
-                message: JSONRPCMessage | None = jsonrpc_message_adapter.validate_json(line, by_name=False)
-            except ValueError:
-                message = await self._on_invalid(line)
-                if message is None:
-                    continue
-            return SessionMessage(message)
+            message = await self._parse(line) if line.strip() else None
+            if message is not None:
+                return SessionMessage(message)
+            skipped += 1
+            if skipped % YIELD_EVERY == 0:
+                await anyio.lowlevel.checkpoint()
 
     def _end(self, error: BaseException | None) -> None:
         if not self._ended:
