@@ -27,7 +27,7 @@ from proxy import __version__
 from proxy.app import Gateway, HttpOptions, fingerprints_path, run_gateway, serve
 from proxy.config import Config, convert_client_config, holds_literal_secret, load_config
 from proxy.downstream import LOOPBACK_HOSTS, REPLICA_ID_PATTERN, bridge
-from proxy.errors import UpstreamError, redact, remember_secrets
+from proxy.errors import DanglingName, UpstreamError, redact, remember_secrets
 from proxy.listing import estimate_tokens
 from proxy.ops import PROFILE_COLUMNS, UPSTREAM_COLUMNS, export_traces, plain_table, status_rows
 from proxy.upstream import FingerprintStore, UpstreamState, login, token_store
@@ -55,8 +55,11 @@ def _setup_logging(level: str) -> None:
 def _load(args: argparse.Namespace) -> Config:
     config = load_config(args.config_dir)
     remember_secrets(config.secrets)
+    if args.command == "check":  # it prints the problems itself
+        return config
     for problem in config.problems:
-        logger.error("config: %s (this file is skipped; everything else runs)", problem)
+        consequence = "" if isinstance(problem, DanglingName) else " (this file is skipped; everything else runs)"
+        logger.error("config: %s%s", problem, consequence)
     for warning in config.warnings:
         logger.warning("config: toolsets.yaml: %s", warning)
     if args.profile and args.profile not in config.toolsets.profiles:
@@ -74,7 +77,7 @@ def _auth_token(args: argparse.Namespace) -> str | None:
 def _refuse_unsafe_http(args: argparse.Namespace, config: Config, token: str | None) -> None:
     """HTTP serving must never lose the endpoint's auth to a config mistake."""
     toolsets = str(config.directory / "toolsets.yaml")
-    if any(problem.path == toolsets for problem in config.problems):
+    if any(problem.path == toolsets and not isinstance(problem, DanglingName) for problem in config.problems):
         raise SystemExit("toolbridge: toolsets.yaml is invalid (see above); not serving HTTP without its settings")
     auth = config.toolsets.auth
     if auth is not None and token:

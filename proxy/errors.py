@@ -2,6 +2,7 @@
 
     ToolbridgeError
     ├── ConfigError(path, reason, line)      one config file is unusable; the others still load
+    │   └── DanglingName                     a file loaded but names a toolset or server that does not exist
     ├── UpstreamError(server, reason)        an upstream answered with an error
     │   ├── UpstreamUnavailable              not connected, or the connection died
     │   │   ├── UpstreamRefused              retrying soon will not help (command, credentials, not MCP)
@@ -36,6 +37,7 @@ __all__ = [
     "AuthorizationFailed",
     "BridgeError",
     "ConfigError",
+    "DanglingName",
     "HttpResponse",
     "InvalidArguments",
     "OutOfScope",
@@ -75,6 +77,10 @@ class ConfigError(ToolbridgeError):
         self.line = line
         where = f"{path}:{line}" if line else path
         super().__init__(f"{where}: {self.reason}")
+
+
+class DanglingName(ConfigError):
+    """A file loaded, but one of its names resolves to nothing (a typo that would empty a profile)."""
 
 
 class UpstreamError(ToolbridgeError):

@@ -20,7 +20,7 @@ from proxy.config import (
     load_config,
     parse_tool_search,
 )
-from proxy.errors import ConfigError
+from proxy.errors import ConfigError, DanglingName
 
 DEFAULTS = ToolSearchSettings()
 
@@ -614,6 +614,8 @@ def test_empty_toolsets_yaml_means_defaults(tmp_path: Path, text: str) -> None:
 
 
 def test_full_toolsets_yaml(tmp_path: Path) -> None:
+    for name in ("time", "git", "fetch"):
+        upstream(tmp_path, name, f"command: mcp-server-{name}\n")
     write(tmp_path / "toolsets.yaml", """
         core: [time__get_current_time, "git__*"]
         toolsets:
@@ -662,6 +664,7 @@ def test_an_empty_default_profile_entry_means_the_default_profile(tmp_path: Path
 
 
 def test_tool_search_warnings_are_returned_and_the_rest_still_loads(tmp_path: Path) -> None:
+    upstream(tmp_path, "a", "command: a\n")
     write(tmp_path / "toolsets.yaml", """
         core: [a__b]
         tool_search:
@@ -707,6 +710,84 @@ def test_malformed_toolsets_yaml_is_reported_and_upstreams_still_load(
 def test_toolsets_config_is_frozen() -> None:
     with pytest.raises(ValidationError):
         ToolsetsConfig().core = ("x",)  # type: ignore[misc]
+
+
+# --- names that resolve to nothing: a typo is an error with its line, never an empty profile ---
+
+
+def dangling(tmp_path: Path, toolsets_yaml: str, servers: tuple[str, ...] = ("time", "git")) -> list[str]:
+    for name in servers:
+        upstream(tmp_path, name, f"command: mcp-server-{name}\n")
+    write(tmp_path / "toolsets.yaml", toolsets_yaml)
+    problems = load(tmp_path).problems
+    assert all(isinstance(p, DanglingName) for p in problems)
+    return [str(p).removeprefix(f"{tmp_path / 'toolsets.yaml'}:") for p in problems]
+
+
+def test_a_misspelt_toolset_in_a_profile_is_an_error_at_its_line(tmp_path: Path) -> None:
+    problems = dangling(tmp_path, "profiles:\n  default: {toolsets: [nosuchset]}\n")
+    assert problems == ["2: profiles.default.toolsets.0: unknown toolset 'nosuchset'; known: all, git, time"]
+
+
+def test_unknown_names_in_includes_disabled_and_core_are_errors(tmp_path: Path) -> None:
+    problems = dangling(tmp_path, """
+        core: [tme__get_current_time, "gti__*", time__get_current_time, "git__*", "*_status"]
+        toolsets:
+          work:
+            includes: [mcp-time, gitt]
+            tools: [fech__fetch]
+        profiles:
+          cursor: {toolsets: [work], disabled: [mcp-tme]}
+    """)
+    assert sorted(problems) == sorted([
+        "1: core.0: 'tme__get_current_time' names no configured server (a tool is `<server>__<tool>`)",
+        "1: core.1: 'gti__*' names no configured server (a tool is `<server>__<tool>`)",
+        "4: toolsets.work.includes.1: unknown toolset 'gitt'; known: all, git, time, work",
+        "5: toolsets.work.tools.0: 'fech__fetch' names no configured server (a tool is `<server>__<tool>`)",
+        "7: profiles.cursor.disabled.0: unknown toolset 'mcp-tme'; known: all, git, time, work",
+    ])
+
+
+def test_servers_toolsets_and_their_aliases_are_known_names(tmp_path: Path) -> None:
+    assert dangling(tmp_path, """
+        core: [time__get_current_time]
+        toolsets:
+          work: {includes: [git, mcp-time, "*"], tools: ["git__git_*"]}
+        profiles:
+          default: {toolsets: [all], disabled: [mcp-git]}
+          cursor: {toolsets: [work, time]}
+    """) == []
+
+
+def test_a_broken_upstream_file_still_names_its_server(tmp_path: Path) -> None:
+    upstream(tmp_path, "broken", "command: [unclosed\n")
+    write(tmp_path / "toolsets.yaml", "profiles:\n  default: {toolsets: [broken]}\n")
+    problems = load(tmp_path).problems
+    assert [type(p) for p in problems] == [ConfigError]
+
+
+def test_unprefixed_servers_make_bare_core_names_acceptable(tmp_path: Path) -> None:
+    upstream(tmp_path, "fs", "command: fs\nprefix: false\n")
+    write(tmp_path / "toolsets.yaml", "core: [read_file]\n")
+    assert load(tmp_path).problems == []
+
+
+def test_check_reports_a_typo_once_with_its_line_and_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from proxy.cli import main
+
+    upstream(tmp_path, "time", "command: mcp-server-time\n")
+    write(tmp_path / "toolsets.yaml", "profiles:\n  default: {toolsets: [nosuchset]}\n")
+    assert main(["check", "--config-dir", str(tmp_path)]) == 1
+    out, err = capsys.readouterr()
+    assert out.strip() == "1 upstream(s) valid, 1 problem(s)"
+    assert err.count("nosuchset") == 1 and "toolsets.yaml:2:" in err
+
+
+def test_every_validation_error_of_a_file_is_named_with_its_line(tmp_path: Path) -> None:
+    upstream(tmp_path, "a", "command: a\ntimeout: -1\nbogus: 1\n")
+    (problem,) = load(tmp_path).problems
+    assert problem.line == 2
+    assert "timeout:" in problem.reason and "line 3: bogus: unknown field" in problem.reason
 
 
 # --- hot reload: the last good settings of a file that broke ---------------------------------

@@ -11,6 +11,7 @@ from proxy.config._loading import (
     load_toolsets,
     load_upstream,
     parse_tool_search,
+    reload_note,
 )
 from proxy.config._models import (
     DEFAULT_REDIRECT_PORT,
@@ -55,4 +56,5 @@ __all__ = [
     "load_toolsets",
     "load_upstream",
     "parse_tool_search",
+    "reload_note",
 ]
