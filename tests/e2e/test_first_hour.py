@@ -1,0 +1,54 @@
+"""A new user's first hour: the bundled servers, launched the way a client launches toolbridge."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+import yaml
+from fleetdir import REPO
+from mcp import Client, StdioServerParameters, stdio_client
+
+pytestmark = pytest.mark.anyio
+
+BIN = str(Path(sys.executable).parent)
+
+
+def serve_from(cwd: str, config_dir: Path) -> object:
+    """`toolbridge serve --config-dir DIR` started in `cwd`, as a desktop client starts it (often from `/`)."""
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "proxy", "serve", "--config-dir", str(config_dir)],
+        env={"TOOLBRIDGE_LOG_LEVEL": "warning", "PYTHONPATH": str(REPO)}, cwd=cwd,
+    )
+    return stdio_client(params, errlog=sys.stderr)
+
+
+def bundled_config(directory: Path, *servers: str) -> Path:
+    """A config dir holding the repository's own upstream files, every tool listed directly."""
+    (directory / "upstreams").mkdir(parents=True)
+    for server in servers:
+        shutil.copy(REPO / "upstreams" / f"{server}.yaml", directory / "upstreams")
+    (directory / "toolsets.yaml").write_text(yaml.safe_dump({"core": ["*"], "startup_wait": 30}))
+    return directory
+
+
+@pytest.mark.skipif(shutil.which("mcp-server-filesystem", path=BIN) is None or shutil.which("mcp-server-git", path=BIN)
+                    is None or shutil.which("git") is None, reason="the bundled fleet is not installed (scripts/setup.sh)")
+async def test_bundled_filesystem_and_git_serve_the_config_dir_whatever_the_launch_directory(tmp_path: Path) -> None:
+    config_dir = bundled_config(tmp_path / "config", "filesystem", "git").resolve()
+    (config_dir / "marker.txt").write_text("here\n")
+    subprocess.run(["git", "init", "-q", str(config_dir)], check=True)
+    async with Client(serve_from("/", config_dir), mode="legacy") as client:
+        with anyio.fail_after(60):
+            names = {t.name for t in (await client.list_tools()).tools}
+        assert {"filesystem__list_allowed_directories", "git__git_status"} <= names, sorted(names)
+        allowed = await client.call_tool("filesystem__list_allowed_directories", {})
+        assert str(config_dir) in json.dumps(allowed.model_dump(mode="json"))
+        assert '"/"' not in json.dumps(allowed.model_dump(mode="json"))
+        status = await client.call_tool("git__git_status", {"repo_path": str(config_dir)})
+        assert not status.is_error and "marker.txt" in json.dumps(status.model_dump(mode="json"))
