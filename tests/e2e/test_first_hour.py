@@ -37,8 +37,10 @@ def bundled_config(directory: Path, *servers: str) -> Path:
     return directory
 
 
-@pytest.mark.skipif(shutil.which("mcp-server-filesystem", path=BIN) is None or shutil.which("mcp-server-git", path=BIN)
-                    is None or shutil.which("git") is None, reason="the bundled fleet is not installed (scripts/setup.sh)")
+MISSING = [c for c in ("mcp-server-filesystem", "mcp-server-git", "git") if not (shutil.which(c, path=BIN) or shutil.which(c))]
+
+
+@pytest.mark.skipif(bool(MISSING), reason=f"not installed: {MISSING} (run scripts/setup.sh)")
 async def test_bundled_filesystem_and_git_serve_the_config_dir_whatever_the_launch_directory(tmp_path: Path) -> None:
     config_dir = bundled_config(tmp_path / "config", "filesystem", "git").resolve()
     (config_dir / "marker.txt").write_text("here\n")
