@@ -37,7 +37,8 @@ def bundled_config(directory: Path, *servers: str) -> Path:
     return directory
 
 
-MISSING = [c for c in ("mcp-server-filesystem", "mcp-server-git", "git") if not (shutil.which(c, path=BIN) or shutil.which(c))]
+MISSING = [command for command in ("mcp-server-filesystem", "mcp-server-git", "git")
+           if not (shutil.which(command, path=BIN) or shutil.which(command))]
 
 
 @pytest.mark.skipif(bool(MISSING), reason=f"not installed: {MISSING} (run scripts/setup.sh)")
