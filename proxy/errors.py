@@ -13,6 +13,7 @@
     └── ToolCallError                        a call refused before it reached any upstream
         ├── BridgeError                      a malformed bridge call (wrong types, too many names)
         ├── UnknownTool(name, suggestions)
+        ├── DeferredTool(name)               called directly, but only `tool_call` reaches it
         ├── OutOfScope(name)
         └── InvalidArguments(message, path, constraint, input_schema)
 
@@ -38,6 +39,7 @@ __all__ = [
     "BridgeError",
     "ConfigError",
     "DanglingName",
+    "DeferredTool",
     "HttpResponse",
     "InvalidArguments",
     "OutOfScope",
@@ -141,6 +143,15 @@ class UnknownTool(ToolCallError):
         hint = f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
         where = "Use tool_search to find tools." if searchable else "List the tools again (tools/list)."
         super().__init__(f"Unknown tool '{name}'.{hint} {where}")
+
+
+class DeferredTool(ToolCallError):
+    """A deferred tool called by its own name: it exists, so "unknown" would send the model astray."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"'{name}' is a deferred tool: call it through tool_call with "
+                         f'{{"name": "{name}", "arguments": {{...}}}} (tool_describe gives its schema).')
 
 
 class OutOfScope(ToolCallError):

@@ -38,7 +38,7 @@ from proxy.downstream._resources import Resources
 from proxy.downstream._roundtrips import RoundTripChannel, RoundTrips
 from proxy.downstream._tasks import Tasks, declared
 from proxy.downstream._trace import record_tool_result, tool_attributes, upstream_span
-from proxy.errors import InvalidArguments, ToolbridgeError, UnknownTool, UpstreamError, redact
+from proxy.errors import DeferredTool, InvalidArguments, ToolbridgeError, UnknownTool, UpstreamError, redact
 from proxy.registry import ToolEntry
 from proxy.upstream import BackChannel, HandedOver, accepting_tasks, rewrite_ui_result
 from proxy.views import SessionView, Views
@@ -388,6 +388,8 @@ class Handlers:
         if not direct and len(callees := view.app_calls.get(name, ())) == 1:  # an MCP App calling its server back
             name, direct = callees[0], True
         entry = self.views.registry.get(name)
+        if entry is not None and not direct and view.surface.tier == "bridge" and name in view.allowed:
+            raise DeferredTool(name)
         if entry is None or not direct:
             raise UnknownTool(name, list(view.app_calls.get(name, ())) or bridge.suggest(view, name),
                               searchable=view.surface.tier == "bridge")
