@@ -284,6 +284,7 @@ async def _serve(
                     metrics=metrics.exposition,
                     replica=ReplicaMarker(http.replica_id) if http.replica_id else None,
                     forget=handlers.forget,
+                    profiles=lambda: gateway.views.toolsets.profiles,
                 )
                 shutdown.drain = anyio.Event()
                 logger.info("serving Streamable HTTP on http://%s:%s/mcp", http.host, http.port)

@@ -3,7 +3,7 @@
 Nothing here does network or process I/O; loading reads files and returns problems as values.
 """
 
-from proxy.config._importer import Imported, convert_client_config, holds_literal_secret
+from proxy.config._importer import Imported, convert_client_config, holds_literal_secret, import_client_config
 from proxy.config._loading import (
     interpolate,
     keep_last_good,
@@ -50,6 +50,7 @@ __all__ = [
     "UpstreamConfig",
     "convert_client_config",
     "holds_literal_secret",
+    "import_client_config",
     "interpolate",
     "keep_last_good",
     "load_config",

@@ -9,6 +9,7 @@ and every conversion that changes meaning comes back as a warning.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -185,3 +186,12 @@ def convert_client_config(document: Any, source: Path | None = None) -> Imported
         except ValueError as exc:
             imported.problems.append(f"{raw_name}: {exc}; skipped")
     return imported
+
+
+def import_client_config(file: Path) -> Imported:
+    """`convert_client_config` of a file; a file that cannot be read or parsed is the one problem."""
+    try:
+        document = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return Imported(problems=[f"{file}: {exc}"])
+    return convert_client_config(document, file)
