@@ -9,9 +9,11 @@ import sys
 from pathlib import Path
 
 import anyio
+import httpx2
 import pytest
 import yaml
-from fleetdir import REPO
+from conftest import free_port
+from fleetdir import REPO, serve_http
 from mcp import Client, StdioServerParameters, stdio_client
 
 pytestmark = pytest.mark.anyio
@@ -55,3 +57,32 @@ async def test_bundled_filesystem_and_git_serve_the_config_dir_whatever_the_laun
         assert '"/"' not in json.dumps(allowed.model_dump(mode="json"))
         status = await client.call_tool("git__git_status", {"repo_path": str(config_dir)})
         assert not status.is_error and "marker.txt" in json.dumps(status.model_dump(mode="json"))
+
+
+@pytest.mark.skipif(shutil.which("mcp-server-time", path=BIN) is None and shutil.which("uvx") is None,
+                    reason="neither mcp-server-time nor uvx is installed (scripts/setup.sh)")
+async def test_a_config_dir_from_init_serves_its_example_tool(tmp_path: Path) -> None:
+    directory = tmp_path / "fresh"
+    init = subprocess.run([sys.executable, "-m", "proxy", "init", str(directory)], cwd="/", capture_output=True,
+                          text=True, timeout=60, env={"PYTHONPATH": str(REPO), "PATH": f"{BIN}:/usr/bin:/bin"})
+    assert init.returncode == 0, init.stderr
+    async with Client(serve_from("/", directory), mode="legacy") as client:
+        with anyio.fail_after(60):
+            while "time__get_current_time" not in {t.name for t in (await client.list_tools()).tools}:
+                await anyio.sleep(0.2)
+        now = await client.call_tool("time__get_current_time", {"timezone": "UTC"})
+        assert not now.is_error and "UTC" in json.dumps(now.model_dump(mode="json"))
+
+
+async def test_an_http_newcomer_is_told_the_profiles_and_the_missing_token(tmp_path: Path) -> None:
+    directory = tmp_path / "config"
+    (directory / "upstreams").mkdir(parents=True)
+    (directory / "toolsets.yaml").write_text(yaml.safe_dump({"profiles": {"default": {}, "cursor": {}}}))
+    port = free_port()
+    async with serve_http(directory, port, "--auth-token", "s3cret") as base, httpx2.AsyncClient() as http:
+        missing = await http.get(f"{base}/mcp/cursr", headers={"Authorization": "Bearer s3cret"})
+        assert missing.status_code == 404 and "/mcp/<profile> for: cursor, default" in missing.text
+        status = await anyio.run_process([sys.executable, "-m", "proxy", "status", "--url", base], check=False,
+                                         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert status.returncode != 0
+    assert "pass --auth-token or set TOOLBRIDGE_AUTH_TOKEN" in status.stderr.decode()
