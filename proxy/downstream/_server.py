@@ -88,7 +88,7 @@ class Handlers:
         notifier: ChangeNotifier,
         *,
         fleet_ready: anyio.Event,
-        startup_wait: float,
+        startup_wait: float | None,
         profile: str | None = None,
         on_call: CallObserver | None = None,
         large_results: LargeResults | None = None,
@@ -152,11 +152,13 @@ class Handlers:
     async def _await_startup(self) -> None:
         """Wait for every upstream to register or fail once, within `startup_wait` of the first list.
 
-        One window for the process, opened by its first `tools/list`, not one per session or
-        request: a list early enough sees the fast part of the fleet, and after the window nothing
-        ever waits for the fleet.
+        One window for the process, opened by its first request, not one per session or request:
+        after the window nothing ever waits for the fleet. With no `startup_wait` the window lasts
+        until the fleet has settled, which each upstream's `connect_timeout` bounds.
         """
-        if not self.fleet_ready.is_set():
+        if self.startup_wait is None:
+            await self.fleet_ready.wait()
+        elif not self.fleet_ready.is_set():
             if self.startup_deadline is None:
                 self.startup_deadline = anyio.current_time() + self.startup_wait
             with anyio.move_on_after(self.startup_deadline - anyio.current_time()):
@@ -200,6 +202,7 @@ class Handlers:
                 return await self.large_results.read(params.uri)
             except ValueError as exc:
                 raise MCPError(types.INVALID_PARAMS, str(exc)) from exc
+        await self._await_startup()  # the resource's server may still be starting
         return await self.resources.read(ctx, params)
 
     def _promoted(self, session: Hashable | None, view: SessionView) -> tuple[str, ...]:
