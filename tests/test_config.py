@@ -124,6 +124,14 @@ def test_unset_variable_fails_only_that_upstream_with_its_line(tmp_path: Path) -
     assert problem.line == 3
 
 
+@pytest.mark.parametrize("where", ["env:\n  TOKEN", "headers:\n  Authorization"])
+def test_an_unset_variable_is_reported_in_words_the_redactor_leaves_alone(tmp_path: Path, where: str) -> None:
+    upstream(tmp_path, "a", f"url: https://mcp.example.com/mcp\n{where}: ${{NOT_SET_VAR}}\n")
+    problem = only_problem(load(tmp_path))
+    assert "[REDACTED]" not in problem.reason
+    assert problem.reason.startswith("environment variable NOT_SET_VAR is not set (used in ")
+
+
 def test_load_config_reads_os_environ_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOOLBRIDGE_TEST_BIN", "my-server")
     upstream(tmp_path, "s", "command: ${TOOLBRIDGE_TEST_BIN}\n")

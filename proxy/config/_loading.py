@@ -144,6 +144,12 @@ def interpolate(
 # --- loading ----------------------------------------------------------------------------------
 
 
+def _unset_message(exc: _UnsetVariable) -> str:
+    """Where the variable is used comes last: `env.TOKEN: …` would read as a secret to the redactor."""
+    where = ".".join(str(part) for part in exc.location)
+    return f"environment variable {exc.args[0]} is not set (used in {where})"
+
+
 def load_upstream(path: Path, environ: Mapping[str, str], used: set[str] | None = None) -> UpstreamConfig:
     """Load one `upstreams/<name>.yaml`; values taken from `environ` are added to `used`.
 
@@ -162,10 +168,7 @@ def load_upstream(path: Path, environ: Mapping[str, str], used: set[str] | None 
     try:
         data = interpolate(data, environ, (), used)
     except _UnsetVariable as exc:
-        where = ".".join(str(part) for part in exc.location)
-        raise ConfigError(
-            str(path), f"{where}: environment variable {exc.args[0]} is not set", line_of(node, exc.location)
-        ) from None
+        raise ConfigError(str(path), _unset_message(exc), line_of(node, exc.location)) from None
     try:
         return UpstreamConfig.model_validate({**data, "name": name})
     except ValidationError as exc:
@@ -195,9 +198,7 @@ def load_toolsets(path: Path, environ: Mapping[str, str] | None = None) -> tuple
         try:
             data["auth"] = interpolate(data["auth"], os.environ if environ is None else environ, ("auth",))
         except _UnsetVariable as exc:
-            where = ".".join(str(part) for part in exc.location)
-            raise ConfigError(str(path), f"{where}: environment variable {exc.args[0]} is not set",
-                              line_of(node, exc.location)) from None
+            raise ConfigError(str(path), _unset_message(exc), line_of(node, exc.location)) from None
     try:
         return ToolsetsConfig.model_validate({**data, "tool_search": settings}), warnings
     except ValidationError as exc:
