@@ -322,7 +322,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="toolbridge", description="One MCP endpoint for many MCP servers.")
     parser.add_argument("--version", action="version", version=f"toolbridge {__version__}")
     base = argparse.ArgumentParser(add_help=False)
-    base.add_argument("--config-dir", type=Path, default=Path(os.environ.get("TOOLBRIDGE_HOME", ".")),
+    base.add_argument("--config-dir", type=Path, default=Path(os.environ.get("TOOLBRIDGE_HOME", ".")), metavar="DIR",
                       help="the directory holding toolsets.yaml and upstreams/ (default: $TOOLBRIDGE_HOME, else .)")
     base.add_argument("--log-level", default=os.environ.get("TOOLBRIDGE_LOG_LEVEL", "info"),
                       choices=["debug", "info", "warning", "error"], type=str.lower,
@@ -333,9 +333,10 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", parents=[common], help="serve MCP over stdio (default) or HTTP")
-    serve.add_argument("--transport", choices=["stdio", "http"], default="stdio")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8765)
+    serve.add_argument("--transport", choices=["stdio", "http"], default="stdio",
+                       help="stdio (what client configs launch; the default) or Streamable HTTP")
+    serve.add_argument("--host", default="127.0.0.1", help="HTTP address to bind (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8765, help="HTTP port (default: 8765)")
     serve.add_argument("--auth-token", help="require this bearer token (or set TOOLBRIDGE_AUTH_TOKEN)")
     serve.add_argument("--allowed-host", action="append", default=[], help="extra allowed Host header value")
     serve.add_argument("--allowed-origin", action="append", default=[], help="extra allowed Origin")
@@ -352,10 +353,10 @@ def _parser() -> argparse.ArgumentParser:
     waiting = argparse.ArgumentParser(add_help=False)
     waiting.add_argument("--wait", type=float, default=30.0, help="seconds to wait for the fleet to connect")
     catalog = commands.add_parser("catalog", parents=[common, waiting], help="print what a client would get")
-    catalog.add_argument("--json", action="store_true")
+    catalog.add_argument("--json", action="store_true", help="print the report as JSON")
     search = commands.add_parser("search", parents=[common, waiting], help="search the deferred tools")
-    search.add_argument("queries", nargs="+")
-    search.add_argument("--limit", type=int)
+    search.add_argument("queries", nargs="+", help="one query per capability, as tool_search takes them")
+    search.add_argument("--limit", type=int, help="matches per query (default: tool_search.search_default_limit)")
     status = commands.add_parser("status", parents=[common, waiting],
                                  help="show a running proxy's state (--url), else connect a fresh fleet once")
     status.add_argument("--url", help="base URL of a running `serve --transport http`, e.g. http://127.0.0.1:8765")
@@ -368,14 +369,14 @@ def _parser() -> argparse.ArgumentParser:
                       help="take the servers of this client config (claude_desktop_config.json, .mcp.json, mcp.json)")
     init.add_argument("--force", action="store_true", help="overwrite existing files")
     importer = commands.add_parser("import", parents=[base], help="convert a client's mcpServers config")
-    importer.add_argument("file", type=Path)
+    importer.add_argument("file", type=Path, help="claude_desktop_config.json, .mcp.json, mcp.json or settings.json")
     importer.add_argument("--force", action="store_true", help="overwrite existing upstream files")
     authorize = commands.add_parser("login", parents=[base], help="authorize an 'auth: oauth' upstream (browser)")
-    authorize.add_argument("server")
-    approve = commands.add_parser("approve", parents=[common],
+    authorize.add_argument("server", help="the upstream's name (its file in upstreams/)")
+    approve = commands.add_parser("approve", parents=[base],
                                   help="trust the changed tool definitions of a server (all, or the named tools)")
-    approve.add_argument("server")
-    approve.add_argument("tools", nargs="*")
+    approve.add_argument("server", help="the upstream's name (its file in upstreams/)")
+    approve.add_argument("tools", nargs="*", help="the tools to trust (default: every changed one)")
     return parser
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,18 +33,32 @@ def help_of(command: str) -> str:
     return out.getvalue()
 
 
-@pytest.mark.parametrize("command", ["check", "import", "login", "init"])
+@pytest.mark.parametrize("command", ["check", "import", "login", "init", "approve"])
 def test_commands_without_a_session_do_not_offer_session_options(command: str) -> None:
     text = help_of(command)
     assert "--profile" not in text and "--context-tokens" not in text
     assert "--config-dir" in text
 
 
-@pytest.mark.parametrize("command", ["serve", "catalog", "search", "status", "check"])
+def undocumented(text: str) -> list[str]:
+    """Options in a `--help` with no help text (argparse puts it beside them, or indented below)."""
+    lines = text.splitlines()
+    found = []
+    for here, line in enumerate(lines):
+        if re.match(r"^  -", line) and not re.search(r"\S {2,}\S", line.strip()):
+            below = lines[here + 1] if here + 1 < len(lines) else ""
+            if not re.match(r"^ {20,}\S", below):
+                found.append(line.strip())
+    return found
+
+
+@pytest.mark.parametrize("command", ["serve", "catalog", "search", "status", "check", "init", "import", "login",
+                                     "approve"])
 def test_every_option_has_help_text(command: str) -> None:
     text = help_of(command)
     assert "the directory holding toolsets.yaml and upstreams/" in text
     assert "stderr log level" in text
+    assert undocumented(text) == []
 
 
 def test_output_piped_into_a_reader_that_leaves_early_is_not_an_error(tmp_path: Path) -> None:
