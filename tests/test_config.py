@@ -819,6 +819,24 @@ def test_a_broken_file_keeps_its_last_good_settings_and_a_deleted_one_is_gone(tm
     assert {Path(p.path).name for p in merged.problems} == {"broken.yaml", "toolsets.yaml"}
 
 
+def test_a_reload_says_last_good_settings_only_of_files_that_had_loaded(tmp_path: Path) -> None:
+    from proxy.config import reload_note
+
+    upstream(tmp_path, "kept", "command: kept-server\n")
+    write(tmp_path / "toolsets.yaml", "profiles:\n  default: {toolsets: [nosuchset]}\n")  # loads, with a typo
+    previous = load_config(tmp_path, environ={})
+    upstream(tmp_path, "kept", "command: [oops\n")
+    upstream(tmp_path, "new", "command: [oops\n")
+    write(tmp_path / "toolsets.yaml", "core: {not: a list}\n")
+    notes = {Path(p.path).name: reload_note(previous, p) for p in load_config(tmp_path, environ={}).problems}
+    assert notes == {"kept.yaml": "the last good settings stay in force",
+                     "new.yaml": "this file is skipped; everything else runs",
+                     "toolsets.yaml": "the last good settings stay in force"}
+    broken_from_the_start = Config(tmp_path, problems=[ConfigError(str(tmp_path / "toolsets.yaml"), "invalid")])
+    assert reload_note(broken_from_the_start, ConfigError(str(tmp_path / "toolsets.yaml"), "invalid")) == \
+        "this file is skipped; everything else runs"
+
+
 def test_interpolation_defaults_and_the_values_it_used() -> None:
     from proxy.config import interpolate
 
