@@ -1,7 +1,7 @@
 """What a client that defers MCP tools (Claude Code) carries at turn 1 and after using five tools,
 per exposure mode, on the real-fleet catalog and on the bundled fleet.
 
-    .venv/bin/python -m bench.client_modes            # real fleet (../shared/catalogs) and the bundled fleet
+    .venv/bin/python -m bench.client_modes            # real fleet (bench/catalogs) and the bundled fleet
 
 Tokens are the spec's estimate (characters / 4) of what enters the model's context:
 - bridge (`exposure: bridge`, always loaded): the whole `tools/list` toolbridge sends (core tools,

@@ -32,9 +32,17 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+INSTALL_HINT = "apt-get install -y nginx redis-server (as .ci/run does)"
+
+
+def installed(name: str) -> str | None:
+    """A system program on PATH, or in /usr/sbin where Debian puts nginx (not on a user's PATH)."""
+    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/bin")
+
+
 def binary(name: str) -> str:
-    found = shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/bin")
-    assert found, f"{name} is not installed: apt-get install -y nginx redis-server (as .ci/run does)"
+    found = installed(name)
+    assert found, f"{name} is not installed: {INSTALL_HINT}"
     return found
 
 

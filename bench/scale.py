@@ -6,7 +6,7 @@ measured). toolbridge runs as `serve --transport http` in a process of its own, 
 measures, side by side for every size: the time from spawning toolbridge until `/healthz` answers
 and until its first `tools/list` (which waits for the whole fleet) answers with every tool
 registered; warm `tools/list` and `tool_search` latency (the dev queries of
-`../shared/catalogs/queries-dev.json`) with the CPU time toolbridge spent per call (the rest is
+`bench/catalogs/queries-dev.json`) with the CPU time toolbridge spent per call (the rest is
 transport and client); and the toolbridge process's VmRSS and peak (VmHWM), upstreams not
 included. Then the same cold start with a hundred upstreams of 10 tools each, served by that tiny
 server and by a real SDK server (`bench/upstream.py`, whose import alone costs about half a second

@@ -57,11 +57,11 @@ RECALL_DEFINITION = "recall@k = |gold ∩ top-k| / |gold|, averaged over queries
 
 
 def catalogs_dir(override: str | None = None) -> Path:
-    """--catalogs, then $TOOLBRIDGE_CATALOGS, then ../shared/catalogs beside the repo."""
+    """--catalogs, then $TOOLBRIDGE_CATALOGS, then bench/catalogs in the repo."""
     if override:
         return Path(override)
     env = os.environ.get("TOOLBRIDGE_CATALOGS")
-    return Path(env) if env else REPO_ROOT.parent / "shared" / "catalogs"
+    return Path(env) if env else REPO_ROOT / "bench" / "catalogs"
 
 
 def queries_path(root: Path, dataset: str) -> Path:
@@ -381,7 +381,7 @@ def run_e2e(root: Path, catalog: str, queries: str) -> dict[str, Report]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--catalogs", help="catalog dir (default $TOOLBRIDGE_CATALOGS or ../shared/catalogs)")
+    parser.add_argument("--catalogs", help="catalog dir (default $TOOLBRIDGE_CATALOGS or bench/catalogs)")
     parser.add_argument("--e2e", action="store_true", help="also search a served real-fleet over stdio")
     parser.add_argument("--e2e-all", action="store_true", help="--e2e on every dataset (LiveMCPBench too)")
     parser.add_argument("--semantic", action="store_true", help="add the hybrid (semantic on) tool_search row")

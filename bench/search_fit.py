@@ -153,7 +153,7 @@ def main() -> None:
     from bench.search_eval import TUNING, catalogs_dir, load_catalog, load_queries, queries_path
 
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--catalogs", help="catalog dir (default $TOOLBRIDGE_CATALOGS or ../shared/catalogs)")
+    parser.add_argument("--catalogs", help="catalog dir (default $TOOLBRIDGE_CATALOGS or bench/catalogs)")
     parser.add_argument("--all", action="store_true", help="fit every coordinate, not only FITTED")
     args = parser.parse_args()
     free = ALL if args.all else FITTED

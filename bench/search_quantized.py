@@ -62,7 +62,7 @@ def costs(model: semantic.MiniLM, texts: list[str], aspects: list[str]) -> tuple
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--catalogs", help="catalog dir (default $TOOLBRIDGE_CATALOGS or ../shared/catalogs)")
+    parser.add_argument("--catalogs", help="catalog dir (default $TOOLBRIDGE_CATALOGS or bench/catalogs)")
     root = catalogs_dir(parser.parse_args().catalogs)
     catalogs = {cat: load_catalog(root / cat) for cat, _ in DATASETS.values()}
     docs = {cat: [d for ds in servers.values() for d in ds] for cat, servers in catalogs.items()}

@@ -134,7 +134,7 @@ def cold_ms(index: SearchIndex, server: str, docs: list[SearchDoc], queries: lis
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--catalogs", help="catalog dir (default $TOOLBRIDGE_CATALOGS or ../shared/catalogs)")
+    parser.add_argument("--catalogs", help="catalog dir (default $TOOLBRIDGE_CATALOGS or bench/catalogs)")
     parser.add_argument("--tools", type=int, default=10_000)
     parser.add_argument("--semantic", action="store_true", help="also time the hybrid tool_search")
     parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR, help="embedding cache for --semantic")

@@ -1,7 +1,7 @@
 """What a client's context pays for the tools: every raw schema, against the `tools/list` a
 200K-context client gets from toolbridge and the one FastMCP's proxy gives, on the same fleets.
 
-Fleets: the real fleet (`../shared/catalogs/real-fleet.json`, 23 servers, 839 tools) and synthetic
+Fleets: the real fleet (`bench/catalogs/real-fleet.json`, 23 servers, 839 tools) and synthetic
 ones of real tools copied and renamed, `--per-server` to a server (`bench/fleets.py`). Each proxy serves the
 fleet from its own stdio upstreams (`bench/catalog_upstream.py`), and an SDK `Client` lists its
 tools. A `tools/list` is measured as its tools in compact wire JSON, in characters, as chars/4

@@ -22,7 +22,7 @@ import anyio.to_thread
 from mcp import types
 
 from proxy.catalogs import Catalogs
-from proxy.config import Config, keep_last_good, load_config
+from proxy.config import Config, keep_last_good, load_config, reload_note
 from proxy.downstream import (
     CallRecord,
     ChangeNotifier,
@@ -83,7 +83,7 @@ class Gateway:
         config = keep_last_good(self.config, load_config(self.config.directory))
         remember_secrets(config.secrets)
         for problem in config.problems:
-            logger.error("config: %s (the last good settings stay in force)", problem)
+            logger.error("config: %s (%s)", problem, reload_note(self.config, problem))
         if config.toolsets.auth != self.config.toolsets.auth:  # the HTTP app was built with the old one
             logger.warning("config: toolsets.yaml: 'auth:' changes take effect at the next restart")
             config.toolsets = config.toolsets.model_copy(update={"auth": self.config.toolsets.auth})
@@ -287,6 +287,7 @@ async def _serve(
                     metrics=metrics.exposition,
                     replica=ReplicaMarker(http.replica_id) if http.replica_id else None,
                     forget=handlers.forget,
+                    profiles=lambda: gateway.views.toolsets.profiles,
                 )
                 shutdown.drain = anyio.Event()
                 logger.info("serving Streamable HTTP on http://%s:%s/mcp", http.host, http.port)

@@ -20,16 +20,26 @@ from typing import Any
 
 import anyio
 import httpx2
-import yaml
 from mcp import MCPDeprecationWarning
 
 from proxy import __version__
 from proxy.app import Gateway, HttpOptions, fingerprints_path, run_gateway, serve
-from proxy.config import Config, convert_client_config, holds_literal_secret, load_config
+from proxy.config import Config, Imported, import_client_config, load_config
 from proxy.downstream import LOOPBACK_HOSTS, REPLICA_ID_PATTERN, bridge
-from proxy.errors import UpstreamError, redact, remember_secrets
+from proxy.errors import DanglingName, UpstreamError, redact, remember_secrets
 from proxy.listing import estimate_tokens
-from proxy.ops import PROFILE_COLUMNS, UPSTREAM_COLUMNS, SafeFormatter, export_traces, plain_table, status_rows
+from proxy.ops import (
+    PROFILE_COLUMNS,
+    UPSTREAM_COLUMNS,
+    SafeFormatter,
+    Written,
+    connect_hint,
+    export_traces,
+    init_config_dir,
+    plain_table,
+    status_rows,
+    write_upstreams,
+)
 from proxy.text import escape
 from proxy.upstream import FingerprintStore, UpstreamState, login, token_store
 
@@ -49,13 +59,19 @@ def _setup_logging(level: str) -> None:
 
 
 def _load(args: argparse.Namespace) -> Config:
+    if not args.config_dir.is_dir():
+        raise SystemExit(f"toolbridge: the config dir {args.config_dir} does not exist; `toolbridge init "
+                         f"{args.config_dir}` writes one (or pass --config-dir DIR, or set TOOLBRIDGE_HOME)")
     config = load_config(args.config_dir)
     remember_secrets(config.secrets)
+    if args.command == "check":  # it prints the problems itself
+        return config
     for problem in config.problems:
-        logger.error("config: %s (this file is skipped; everything else runs)", problem)
+        consequence = "" if isinstance(problem, DanglingName) else " (this file is skipped; everything else runs)"
+        logger.error("config: %s%s", problem, consequence)
     for warning in config.warnings:
         logger.warning("config: toolsets.yaml: %s", warning)
-    if args.profile and args.profile not in config.toolsets.profiles:
+    if getattr(args, "profile", None) and args.profile not in config.toolsets.profiles:
         raise SystemExit(f"toolbridge: unknown profile {args.profile!r}")
     return config
 
@@ -70,7 +86,7 @@ def _auth_token(args: argparse.Namespace) -> str | None:
 def _refuse_unsafe_http(args: argparse.Namespace, config: Config, token: str | None) -> None:
     """HTTP serving must never lose the endpoint's auth to a config mistake."""
     toolsets = str(config.directory / "toolsets.yaml")
-    if any(problem.path == toolsets for problem in config.problems):
+    if any(problem.path == toolsets and not isinstance(problem, DanglingName) for problem in config.problems):
         raise SystemExit("toolbridge: toolsets.yaml is invalid (see above); not serving HTTP without its settings")
     auth = config.toolsets.auth
     if auth is not None and token:
@@ -185,6 +201,10 @@ def _fetch_status(url: str, token: str | None) -> dict[str, Any]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
         response = httpx2.get(url.rstrip("/") + "/status", headers=headers, timeout=10)
+        if response.status_code == 401:
+            given = "the token given was refused" if token else "no token was given"
+            raise SystemExit(f"toolbridge: {url} needs a bearer token ({given}): pass --auth-token or set "
+                             "TOOLBRIDGE_AUTH_TOKEN")
         response.raise_for_status()
         return response.json()
     except (httpx2.HTTPError, ValueError) as exc:
@@ -232,37 +252,32 @@ def _approve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _import(args: argparse.Namespace) -> int:
-    """Write one `upstreams/<name>.yaml` per server of a client config; never overwrite silently.
-
-    A file holding a literal secret (an env or header value that is not a `${…}` reference) is
-    written readable by its owner only.
-    """
-    try:
-        document = json.loads(Path(args.file).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        print(f"error: {args.file}: {exc}", file=sys.stderr)
-        return 1
-    imported = convert_client_config(document, Path(args.file))
-    problems = imported.problems
-    directory = args.config_dir / "upstreams"
-    directory.mkdir(parents=True, exist_ok=True)
-    for name, settings in sorted(imported.upstreams.items()):
-        target = directory / f"{name}.yaml"
-        if target.exists() and not args.force:
-            problems.append(f"{name}: {target} exists; skipped (use --force to overwrite)")
-            continue
-        mode = 0o600 if holds_literal_secret(settings) else 0o644
-        descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-        os.fchmod(descriptor, mode)  # an existing file keeps its mode through O_CREAT
-        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-            file.write(yaml.safe_dump(settings, sort_keys=False))
-        print(f"wrote {target}" + (" (mode 0600: it holds a literal secret)" if mode == 0o600 else ""))
-    for warning in imported.warnings:
+def _report(written: Written, imported: Imported | None) -> int:
+    for file in written.files:
+        print(f"wrote {file}")
+    for warning in imported.warnings if imported else ():
         print(f"warning: {warning}", file=sys.stderr)
+    problems = [*(imported.problems if imported else ()), *written.problems]
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     return 1 if problems else 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    """Write one `upstreams/<name>.yaml` per server of a client config; never overwrite silently."""
+    imported = import_client_config(args.file)
+    return _report(write_upstreams(args.config_dir, imported.upstreams, args.force), imported)
+
+
+def _init(args: argparse.Namespace) -> int:
+    """A working config dir in one command: the example upstream, or the servers of a client config."""
+    directory = (args.directory or args.config_dir).absolute()
+    imported = import_client_config(args.import_file) if args.import_file else None
+    if imported is not None and not imported.upstreams:  # nothing to take: write nothing
+        return _report(Written(), imported)
+    code = _report(init_config_dir(directory, imported, args.force), imported)
+    print(connect_hint(directory))
+    return code
 
 
 def _login(args: argparse.Namespace, config: Config) -> int:
@@ -304,17 +319,22 @@ def _check(config: Config) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="toolbridge", description="One MCP endpoint for many MCP servers.")
     parser.add_argument("--version", action="version", version=f"toolbridge {__version__}")
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config-dir", type=Path, default=Path(os.environ.get("TOOLBRIDGE_HOME", ".")))
+    base = argparse.ArgumentParser(add_help=False)
+    base.add_argument("--config-dir", type=Path, default=Path(os.environ.get("TOOLBRIDGE_HOME", ".")), metavar="DIR",
+                      help="the directory holding toolsets.yaml and upstreams/ (default: $TOOLBRIDGE_HOME, else .)")
+    base.add_argument("--log-level", default=os.environ.get("TOOLBRIDGE_LOG_LEVEL", "info"),
+                      choices=["debug", "info", "warning", "error"], type=str.lower,
+                      help="stderr log level (default: $TOOLBRIDGE_LOG_LEVEL, else info)")
+    common = argparse.ArgumentParser(add_help=False, parents=[base])
     common.add_argument("--profile", help="profile to use (default: by client name, else 'default')")
     common.add_argument("--context-tokens", type=int, help="client context size for profiles that set none")
-    common.add_argument("--log-level", default=os.environ.get("TOOLBRIDGE_LOG_LEVEL", "info"))
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", parents=[common], help="serve MCP over stdio (default) or HTTP")
-    serve.add_argument("--transport", choices=["stdio", "http"], default="stdio")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8765)
+    serve.add_argument("--transport", choices=["stdio", "http"], default="stdio",
+                       help="stdio (what client configs launch; the default) or Streamable HTTP")
+    serve.add_argument("--host", default="127.0.0.1", help="HTTP address to bind (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8765, help="HTTP port (default: 8765)")
     serve.add_argument("--auth-token", help="require this bearer token (or set TOOLBRIDGE_AUTH_TOKEN)")
     serve.add_argument("--allowed-host", action="append", default=[], help="extra allowed Host header value")
     serve.add_argument("--allowed-origin", action="append", default=[], help="extra allowed Origin")
@@ -331,24 +351,30 @@ def _parser() -> argparse.ArgumentParser:
     waiting = argparse.ArgumentParser(add_help=False)
     waiting.add_argument("--wait", type=float, default=30.0, help="seconds to wait for the fleet to connect")
     catalog = commands.add_parser("catalog", parents=[common, waiting], help="print what a client would get")
-    catalog.add_argument("--json", action="store_true")
+    catalog.add_argument("--json", action="store_true", help="print the report as JSON")
     search = commands.add_parser("search", parents=[common, waiting], help="search the deferred tools")
-    search.add_argument("queries", nargs="+")
-    search.add_argument("--limit", type=int)
+    search.add_argument("queries", nargs="+", help="one query per capability, as tool_search takes them")
+    search.add_argument("--limit", type=int, help="matches per query (default: tool_search.search_default_limit)")
     status = commands.add_parser("status", parents=[common, waiting],
                                  help="show a running proxy's state (--url), else connect a fresh fleet once")
     status.add_argument("--url", help="base URL of a running `serve --transport http`, e.g. http://127.0.0.1:8765")
     status.add_argument("--auth-token", help="its bearer token (or set TOOLBRIDGE_AUTH_TOKEN)")
-    commands.add_parser("check", parents=[common], help="validate the config; non-zero exit on problems")
-    importer = commands.add_parser("import", parents=[common], help="convert a client's mcpServers config")
-    importer.add_argument("file", type=Path)
+    commands.add_parser("check", parents=[base], help="validate the config; non-zero exit on problems")
+    init = commands.add_parser("init", parents=[base], help="write a working config dir (an example upstream, "
+                               "or the servers of your client's config)")
+    init.add_argument("directory", type=Path, nargs="?", help="where (default: --config-dir)")
+    init.add_argument("--import", dest="import_file", type=Path, metavar="FILE",
+                      help="take the servers of this client config (claude_desktop_config.json, .mcp.json, mcp.json)")
+    init.add_argument("--force", action="store_true", help="overwrite existing files")
+    importer = commands.add_parser("import", parents=[base], help="convert a client's mcpServers config")
+    importer.add_argument("file", type=Path, help="claude_desktop_config.json, .mcp.json, mcp.json or settings.json")
     importer.add_argument("--force", action="store_true", help="overwrite existing upstream files")
-    authorize = commands.add_parser("login", parents=[common], help="authorize an 'auth: oauth' upstream (browser)")
-    authorize.add_argument("server")
-    approve = commands.add_parser("approve", parents=[common],
+    authorize = commands.add_parser("login", parents=[base], help="authorize an 'auth: oauth' upstream (browser)")
+    authorize.add_argument("server", help="the upstream's name (its file in upstreams/)")
+    approve = commands.add_parser("approve", parents=[base],
                                   help="trust the changed tool definitions of a server (all, or the named tools)")
-    approve.add_argument("server")
-    approve.add_argument("tools", nargs="*")
+    approve.add_argument("server", help="the upstream's name (its file in upstreams/)")
+    approve.add_argument("tools", nargs="*", help="the tools to trust (default: every changed one)")
     return parser
 
 
@@ -356,12 +382,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Before numpy loads (it loads lazily, with search): a semantic query's one matrix product is fastest on one
     # thread (~0.15 ms at 10k tools), and split over threads it waited 5-15 ms on a busy 2-core machine.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    args = _parser().parse_args(argv)
+    try:
+        return _run(_parser().parse_args(argv))
+    except BrokenPipeError:  # `toolbridge status | head`: the reader left, which is not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit flush must not raise again
+        return 0
+
+
+def _run(args: argparse.Namespace) -> int:
     _setup_logging(args.log_level)
     if args.command == "import":
         return _import(args)
     if args.command == "approve":
         return _approve(args)
+    if args.command == "init":
+        return _init(args)
     if args.command == "status" and args.url:
         _print_status(_fetch_status(args.url, _auth_token(args)))
         return 0

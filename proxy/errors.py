@@ -2,6 +2,7 @@
 
     ToolbridgeError
     ├── ConfigError(path, reason, line)      one config file is unusable; the others still load
+    │   └── DanglingName                     a file loaded but names a toolset or server that does not exist
     ├── UpstreamError(server, reason)        an upstream answered with an error
     │   ├── UpstreamUnavailable              not connected, or the connection died
     │   │   ├── UpstreamRefused              retrying soon will not help (command, credentials, not MCP)
@@ -13,6 +14,7 @@
     └── ToolCallError                        a call refused before it reached any upstream
         ├── BridgeError                      a malformed bridge call (wrong types, too many names)
         ├── UnknownTool(name, suggestions)
+        ├── DeferredTool(name)               called directly, but only `tool_call` reaches it
         ├── OutOfScope(name)
         └── InvalidArguments(message, path, constraint, input_schema)
 
@@ -40,6 +42,8 @@ __all__ = [
     "AuthorizationFailed",
     "BridgeError",
     "ConfigError",
+    "DanglingName",
+    "DeferredTool",
     "HttpResponse",
     "InvalidArguments",
     "NeedsBackChannel",
@@ -80,6 +84,10 @@ class ConfigError(ToolbridgeError):
         self.line = line
         where = f"{path}:{line}" if line else path
         super().__init__(f"{where}: {self.reason}")
+
+
+class DanglingName(ConfigError):
+    """A file loaded, but one of its names resolves to nothing (a typo that would empty a profile)."""
 
 
 class UpstreamError(ToolbridgeError):
@@ -145,6 +153,15 @@ class UnknownTool(ToolCallError):
         hint = f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
         where = "Use tool_search to find tools." if searchable else "List the tools again (tools/list)."
         super().__init__(f"Unknown tool '{name}'.{hint} {where}")
+
+
+class DeferredTool(ToolCallError):
+    """A deferred tool called by its own name: it exists, so "unknown" would send the model astray."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"'{name}' is a deferred tool: call it through tool_call with "
+                         f'{{"name": "{name}", "arguments": {{...}}}} (tool_describe gives its schema).')
 
 
 class OutOfScope(ToolCallError):

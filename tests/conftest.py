@@ -11,10 +11,24 @@ import anyio
 import pytest
 import uvicorn
 
+from bench.cluster import INSTALL_HINT, installed
+
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def missing_programs(*programs: str) -> str | None:
+    """Why a test cannot run here: the system programs it starts that are not installed."""
+    missing = [program for program in programs if installed(program) is None]
+    return f"{', '.join(missing)} not installed: {INSTALL_HINT}" if missing else None
+
+
+def needs(*programs: str) -> pytest.MarkDecorator:
+    """Skip (with the reason and the fix) where a system program the test starts is not installed."""
+    reason = missing_programs(*programs)
+    return pytest.mark.skipif(reason is not None, reason=reason or "")
 
 
 def free_port() -> int:

@@ -20,7 +20,7 @@ from proxy.config import (
     load_config,
     parse_tool_search,
 )
-from proxy.errors import ConfigError
+from proxy.errors import ConfigError, DanglingName
 
 DEFAULTS = ToolSearchSettings()
 
@@ -122,6 +122,14 @@ def test_unset_variable_fails_only_that_upstream_with_its_line(tmp_path: Path) -
     assert "MISSING_TOKEN" in problem.reason
     assert "headers.Authorization" in problem.reason
     assert problem.line == 3
+
+
+@pytest.mark.parametrize("where", ["env:\n  TOKEN", "headers:\n  Authorization"])
+def test_an_unset_variable_is_reported_in_words_the_redactor_leaves_alone(tmp_path: Path, where: str) -> None:
+    upstream(tmp_path, "a", f"url: https://mcp.example.com/mcp\n{where}: ${{NOT_SET_VAR}}\n")
+    problem = only_problem(load(tmp_path))
+    assert "[REDACTED]" not in problem.reason
+    assert problem.reason.startswith("environment variable NOT_SET_VAR is not set (used in ")
 
 
 def test_load_config_reads_os_environ_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -602,7 +610,7 @@ def test_absent_toolsets_yaml_means_defaults(tmp_path: Path) -> None:
     assert config.toolsets.profiles["default"].toolsets == ("all",)
     assert config.toolsets.profiles["default"].disabled == ()
     assert config.toolsets.profiles["default"].context_tokens is None
-    assert config.toolsets.startup_wait == 3.0
+    assert config.toolsets.startup_wait is None
     assert config.toolsets.tool_search == DEFAULTS
 
 
@@ -614,6 +622,8 @@ def test_empty_toolsets_yaml_means_defaults(tmp_path: Path, text: str) -> None:
 
 
 def test_full_toolsets_yaml(tmp_path: Path) -> None:
+    for name in ("time", "git", "fetch"):
+        upstream(tmp_path, name, f"command: mcp-server-{name}\n")
     write(tmp_path / "toolsets.yaml", """
         core: [time__get_current_time, "git__*"]
         toolsets:
@@ -662,6 +672,7 @@ def test_an_empty_default_profile_entry_means_the_default_profile(tmp_path: Path
 
 
 def test_tool_search_warnings_are_returned_and_the_rest_still_loads(tmp_path: Path) -> None:
+    upstream(tmp_path, "a", "command: a\n")
     write(tmp_path / "toolsets.yaml", """
         core: [a__b]
         tool_search:
@@ -709,6 +720,84 @@ def test_toolsets_config_is_frozen() -> None:
         ToolsetsConfig().core = ("x",)  # type: ignore[misc]
 
 
+# --- names that resolve to nothing: a typo is an error with its line, never an empty profile ---
+
+
+def dangling(tmp_path: Path, toolsets_yaml: str, servers: tuple[str, ...] = ("time", "git")) -> list[str]:
+    for name in servers:
+        upstream(tmp_path, name, f"command: mcp-server-{name}\n")
+    write(tmp_path / "toolsets.yaml", toolsets_yaml)
+    problems = load(tmp_path).problems
+    assert all(isinstance(p, DanglingName) for p in problems)
+    return [str(p).removeprefix(f"{tmp_path / 'toolsets.yaml'}:") for p in problems]
+
+
+def test_a_misspelt_toolset_in_a_profile_is_an_error_at_its_line(tmp_path: Path) -> None:
+    problems = dangling(tmp_path, "profiles:\n  default: {toolsets: [nosuchset]}\n")
+    assert problems == ["2: profiles.default.toolsets.0: unknown toolset 'nosuchset'; known: all, git, time"]
+
+
+def test_unknown_names_in_includes_disabled_and_core_are_errors(tmp_path: Path) -> None:
+    problems = dangling(tmp_path, """
+        core: [tme__get_current_time, "gti__*", time__get_current_time, "git__*", "*_status"]
+        toolsets:
+          work:
+            includes: [mcp-time, gitt]
+            tools: [fech__fetch]
+        profiles:
+          cursor: {toolsets: [work], disabled: [mcp-tme]}
+    """)
+    assert sorted(problems) == sorted([
+        "1: core.0: 'tme__get_current_time' names no configured server (a tool is `<server>__<tool>`)",
+        "1: core.1: 'gti__*' names no configured server (a tool is `<server>__<tool>`)",
+        "4: toolsets.work.includes.1: unknown toolset 'gitt'; known: all, git, time, work",
+        "5: toolsets.work.tools.0: 'fech__fetch' names no configured server (a tool is `<server>__<tool>`)",
+        "7: profiles.cursor.disabled.0: unknown toolset 'mcp-tme'; known: all, git, time, work",
+    ])
+
+
+def test_servers_toolsets_and_their_aliases_are_known_names(tmp_path: Path) -> None:
+    assert dangling(tmp_path, """
+        core: [time__get_current_time]
+        toolsets:
+          work: {includes: [git, mcp-time, "*"], tools: ["git__git_*"]}
+        profiles:
+          default: {toolsets: [all], disabled: [mcp-git]}
+          cursor: {toolsets: [work, time]}
+    """) == []
+
+
+def test_a_broken_upstream_file_still_names_its_server(tmp_path: Path) -> None:
+    upstream(tmp_path, "broken", "command: [unclosed\n")
+    write(tmp_path / "toolsets.yaml", "profiles:\n  default: {toolsets: [broken]}\n")
+    problems = load(tmp_path).problems
+    assert [type(p) for p in problems] == [ConfigError]
+
+
+def test_unprefixed_servers_make_bare_core_names_acceptable(tmp_path: Path) -> None:
+    upstream(tmp_path, "fs", "command: fs\nprefix: false\n")
+    write(tmp_path / "toolsets.yaml", "core: [read_file]\n")
+    assert load(tmp_path).problems == []
+
+
+def test_check_reports_a_typo_once_with_its_line_and_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from proxy.cli import main
+
+    upstream(tmp_path, "time", "command: mcp-server-time\n")
+    write(tmp_path / "toolsets.yaml", "profiles:\n  default: {toolsets: [nosuchset]}\n")
+    assert main(["check", "--config-dir", str(tmp_path)]) == 1
+    out, err = capsys.readouterr()
+    assert out.strip() == "1 upstream(s) valid, 1 problem(s)"
+    assert err.count("nosuchset") == 1 and "toolsets.yaml:2:" in err
+
+
+def test_every_validation_error_of_a_file_is_named_with_its_line(tmp_path: Path) -> None:
+    upstream(tmp_path, "a", "command: a\ntimeout: -1\nbogus: 1\n")
+    (problem,) = load(tmp_path).problems
+    assert problem.line == 2
+    assert "timeout:" in problem.reason and "line 3: bogus: unknown field" in problem.reason
+
+
 # --- hot reload: the last good settings of a file that broke ---------------------------------
 
 
@@ -728,6 +817,24 @@ def test_a_broken_file_keeps_its_last_good_settings_and_a_deleted_one_is_gone(tm
     assert merged.upstreams["broken"].command == "broken-server"
     assert merged.toolsets.core == ("kept__a",)
     assert {Path(p.path).name for p in merged.problems} == {"broken.yaml", "toolsets.yaml"}
+
+
+def test_a_reload_says_last_good_settings_only_of_files_that_had_loaded(tmp_path: Path) -> None:
+    from proxy.config import reload_note
+
+    upstream(tmp_path, "kept", "command: kept-server\n")
+    write(tmp_path / "toolsets.yaml", "profiles:\n  default: {toolsets: [nosuchset]}\n")  # loads, with a typo
+    previous = load_config(tmp_path, environ={})
+    upstream(tmp_path, "kept", "command: [oops\n")
+    upstream(tmp_path, "new", "command: [oops\n")
+    write(tmp_path / "toolsets.yaml", "core: {not: a list}\n")
+    notes = {Path(p.path).name: reload_note(previous, p) for p in load_config(tmp_path, environ={}).problems}
+    assert notes == {"kept.yaml": "the last good settings stay in force",
+                     "new.yaml": "this file is skipped; everything else runs",
+                     "toolsets.yaml": "the last good settings stay in force"}
+    broken_from_the_start = Config(tmp_path, problems=[ConfigError(str(tmp_path / "toolsets.yaml"), "invalid")])
+    assert reload_note(broken_from_the_start, ConfigError(str(tmp_path / "toolsets.yaml"), "invalid")) == \
+        "this file is skipped; everything else runs"
 
 
 def test_interpolation_defaults_and_the_values_it_used() -> None:

@@ -116,3 +116,18 @@ def test_files_with_literal_secrets_are_written_0600(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     modes = {path.stem: path.stat().st_mode & 0o777 for path in (tmp_path / "upstreams").iterdir()}
     assert modes == {"literal": 0o600, "envlit": 0o600, "referenced": 0o644, "plain": 0o644}
+
+
+def test_a_cursor_url_ending_in_sse_stays_sse_with_a_warning() -> None:
+    imported = convert_client_config({"mcpServers": {"old": {"url": "https://old.example.com/sse"},
+                                                     "new": {"url": "https://new.example.com/mcp"}}})
+    assert imported.upstreams == {"old": {"url": "https://old.example.com/sse", "transport": "sse"},
+                                  "new": {"url": "https://new.example.com/mcp"}}
+    assert imported.warnings == ["old: no 'type' and the URL ends in /sse: written as transport: sse"]
+
+
+def test_a_renamed_server_is_warned_about() -> None:
+    servers = {"My Server.v2": {"command": "x"}, "plain-name_1": {"command": "y"}}
+    imported = convert_client_config({"mcpServers": servers})
+    assert sorted(imported.upstreams) == ["My_Server_v2", "plain-name_1"]
+    assert imported.warnings == ["My Server.v2: renamed 'My_Server_v2' (a server name is [A-Za-z0-9_-], at most 64)"]

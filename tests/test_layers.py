@@ -1,6 +1,6 @@
 """Architecture: `proxy/` is a stack of layers that import only downward (STYLE.md "Layers").
 
-`LAYERS` is the one statement of the order; the README's layout table must list the same entries
+`LAYERS` is the one statement of the order; the layout table of docs/architecture.md must list the same entries
 in the same order. Sources are parsed with `ast`, nothing is imported; imports under
 `if TYPE_CHECKING:` are annotations only and exempt.
 """
@@ -105,8 +105,8 @@ def test_no_private_sdk_names(path: Path) -> None:
     assert not private_imports and not private_attributes, (private_imports, private_attributes)
 
 
-def test_readme_layout_lists_the_layers_in_order() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_documented_layout_lists_the_layers_in_order() -> None:
+    readme = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     section = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]
     rows = [re.findall(r"`proxy/(\w+)", line) for line in section.splitlines() if line.startswith("| ")]
     assert [tuple(row) for row in rows if row] == [entries for entries in LAYERS if entries != ("cli", "__main__")] \

@@ -352,5 +352,5 @@ def test_the_auth_block_takes_its_secret_from_the_environment(tmp_path: Path) ->
     settings, _ = load_toolsets(path, {"TB_INTROSPECTION_SECRET": "from-the-environment"})
     assert settings.auth and settings.auth.introspection
     assert settings.auth.introspection.client_secret == "from-the-environment"
-    with pytest.raises(ConfigError, match=r"yaml:7: auth.introspection.client_secret: .*TB_INTROSPECTION_SECRET"):
+    with pytest.raises(ConfigError, match=r"yaml:7: .*TB_INTROSPECTION_SECRET .*in auth.introspection.client_secret"):
         load_toolsets(path, {})

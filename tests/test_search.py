@@ -254,7 +254,7 @@ class _Reference:
 def test_completions_are_every_indexed_term_a_prefix_begins_on_real_fleet() -> None:
     root = catalogs_dir()
     if not (root / "real-fleet.json").exists():
-        pytest.skip(f"catalogs not found at {root} (set TOOLBRIDGE_CATALOGS or check out ../shared)")
+        pytest.skip(f"catalogs not found at {root} (set TOOLBRIDGE_CATALOGS, or restore bench/catalogs)")
     index = SearchIndex()
     for server, docs in load_catalog(root / "real-fleet.json").items():
         index.set_server(server, docs)
@@ -268,7 +268,7 @@ def test_completions_are_every_indexed_term_a_prefix_begins_on_real_fleet() -> N
 def test_array_scoring_matches_reference_on_real_fleet() -> None:
     root = catalogs_dir()
     if not (root / "real-fleet.json").exists():
-        pytest.skip(f"catalogs not found at {root} (set TOOLBRIDGE_CATALOGS or check out ../shared)")
+        pytest.skip(f"catalogs not found at {root} (set TOOLBRIDGE_CATALOGS, or restore bench/catalogs)")
     servers = load_catalog(root / "real-fleet.json")
     index = SearchIndex()
     for server, docs in servers.items():

@@ -39,7 +39,7 @@ needs_model = pytest.mark.skipif(not semantic.available(), reason="semantic extr
 def _root() -> Path:
     root = catalogs_dir()
     if not (root / "real-fleet.json").is_file():
-        pytest.skip(f"catalogs not found at {root} (set TOOLBRIDGE_CATALOGS or check out ../shared)")
+        pytest.skip(f"catalogs not found at {root} (set TOOLBRIDGE_CATALOGS, or restore bench/catalogs)")
     return root
 
 

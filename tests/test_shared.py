@@ -7,6 +7,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from conftest import missing_programs
 from inprocess import tool
 from redis.asyncio import Redis
 
@@ -26,6 +27,8 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture
 async def redis_url(tmp_path: Path) -> AsyncIterator[str]:
+    if reason := missing_programs("redis-server"):
+        pytest.skip(reason)
     async with redis_server(tmp_path / "redis") as url:
         yield url
 

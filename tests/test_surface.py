@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 from mcp import types
 
+from bench.search_eval import catalogs_dir
 from proxy.config import ToolSearchSettings
 from proxy.listing import HEADING, estimate_tokens, listing_tokens, render_listing
 from proxy.names import BRIDGE_NAMES
@@ -26,7 +26,7 @@ from proxy.surface import (
     build_surface,
 )
 
-REAL_FLEET = Path("/work/shared/catalogs/real-fleet.json")
+REAL_FLEET = catalogs_dir() / "real-fleet.json"
 DEFAULTS = ToolSearchSettings()
 
 

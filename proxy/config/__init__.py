@@ -3,7 +3,7 @@
 Nothing here does network or process I/O; loading reads files and returns problems as values.
 """
 
-from proxy.config._importer import Imported, convert_client_config, holds_literal_secret
+from proxy.config._importer import Imported, convert_client_config, holds_literal_secret, import_client_config
 from proxy.config._loading import (
     interpolate,
     keep_last_good,
@@ -11,6 +11,7 @@ from proxy.config._loading import (
     load_toolsets,
     load_upstream,
     parse_tool_search,
+    reload_note,
 )
 from proxy.config._models import (
     DEFAULT_REDIRECT_PORT,
@@ -49,10 +50,12 @@ __all__ = [
     "UpstreamConfig",
     "convert_client_config",
     "holds_literal_secret",
+    "import_client_config",
     "interpolate",
     "keep_last_good",
     "load_config",
     "load_toolsets",
     "load_upstream",
     "parse_tool_search",
+    "reload_note",
 ]

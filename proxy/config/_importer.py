@@ -9,11 +9,13 @@ and every conversion that changes meaning comes back as a warning.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from proxy.names import sanitize
 
@@ -109,7 +111,11 @@ def _upstream(entry: Mapping[str, Any], rewrite: _Variables) -> dict[str, Any]:
             settings["cwd"] = rewrite(str(entry["cwd"]))
     elif entry.get("url") or entry.get("serverUrl"):
         settings["url"] = rewrite(str(entry.get("url") or entry.get("serverUrl")))
-        transport = _REMOTE_TYPES.get(str(entry.get("type") or entry.get("transport") or "http"))
+        given = entry.get("type") or entry.get("transport")
+        transport = _REMOTE_TYPES.get(str(given or "http"))
+        if given is None and urlsplit(settings["url"]).path.rstrip("/").endswith("/sse"):
+            transport = "sse"  # Cursor infers SSE from the path; our default would be Streamable HTTP
+            rewrite.warnings.append(f"{rewrite.server}: no 'type' and the URL ends in /sse: written as transport: sse")
         if transport == "sse":
             settings["transport"] = "sse"
         if isinstance(entry.get("headers"), Mapping) and entry["headers"]:
@@ -167,6 +173,8 @@ def convert_client_config(document: Any, source: Path | None = None) -> Imported
         workspace = folder.parent if folder.name == ".vscode" else folder
     for raw_name, entry in servers.items():
         name = sanitize(str(raw_name))[:64] or "server"
+        if name != raw_name:
+            imported.warnings.append(f"{raw_name}: renamed {name!r} (a server name is [A-Za-z0-9_-], at most 64)")
         if name in imported.upstreams:
             imported.problems.append(f"{raw_name}: another server is already named {name!r}; skipped")
             continue
@@ -178,3 +186,12 @@ def convert_client_config(document: Any, source: Path | None = None) -> Imported
         except ValueError as exc:
             imported.problems.append(f"{raw_name}: {exc}; skipped")
     return imported
+
+
+def import_client_config(file: Path) -> Imported:
+    """`convert_client_config` of a file; a file that cannot be read or parsed is the one problem."""
+    try:
+        document = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return Imported(problems=[f"{file}: {exc}"])
+    return convert_client_config(document, file)

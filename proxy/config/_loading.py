@@ -16,8 +16,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from proxy.config._models import SERVER_NAME, Config, ToolSearchSettings, ToolsetsConfig, UpstreamConfig
+from proxy.config._references import dangling_names
 from proxy.config._yaml import line_of, read_yaml, validation_problem
-from proxy.errors import ConfigError
+from proxy.errors import ConfigError, DanglingName
 
 logger = logging.getLogger(__name__)
 
@@ -143,6 +144,12 @@ def interpolate(
 # --- loading ----------------------------------------------------------------------------------
 
 
+def _unset_message(exc: _UnsetVariable) -> str:
+    """Where the variable is used comes last: `env.TOKEN: …` would read as a secret to the redactor."""
+    where = ".".join(str(part) for part in exc.location)
+    return f"environment variable {exc.args[0]} is not set (used in {where})"
+
+
 def load_upstream(path: Path, environ: Mapping[str, str], used: set[str] | None = None) -> UpstreamConfig:
     """Load one `upstreams/<name>.yaml`; values taken from `environ`, and every header and environment
     value (`configured_secrets`), are added to `used`.
@@ -162,10 +169,7 @@ def load_upstream(path: Path, environ: Mapping[str, str], used: set[str] | None 
     try:
         data = interpolate(data, environ, (), used)
     except _UnsetVariable as exc:
-        where = ".".join(str(part) for part in exc.location)
-        raise ConfigError(
-            str(path), f"{where}: environment variable {exc.args[0]} is not set", line_of(node, exc.location)
-        ) from None
+        raise ConfigError(str(path), _unset_message(exc), line_of(node, exc.location)) from None
     try:
         upstream = UpstreamConfig.model_validate({**data, "name": name})
     except ValidationError as exc:
@@ -207,9 +211,7 @@ def load_toolsets(path: Path, environ: Mapping[str, str] | None = None) -> tuple
         try:
             data["auth"] = interpolate(data["auth"], os.environ if environ is None else environ, ("auth",))
         except _UnsetVariable as exc:
-            where = ".".join(str(part) for part in exc.location)
-            raise ConfigError(str(path), f"{where}: environment variable {exc.args[0]} is not set",
-                              line_of(node, exc.location)) from None
+            raise ConfigError(str(path), _unset_message(exc), line_of(node, exc.location)) from None
     try:
         return ToolsetsConfig.model_validate({**data, "tool_search": settings}), warnings
     except ValidationError as exc:
@@ -240,7 +242,8 @@ def load_config(directory: str | os.PathLike[str], environ: Mapping[str, str] | 
     except Exception as exc:  # a loader bug must not take the other files down
         logger.exception("unexpected error loading %s", toolsets_path)
         config.problems.append(ConfigError(str(toolsets_path), f"unexpected error: {exc}"))
-    for path in _upstream_files(config.directory / "upstreams"):
+    files = _upstream_files(config.directory / "upstreams")
+    for path in files:
         try:
             upstream = load_upstream(path, environ, config.secrets)
         except ConfigError as problem:
@@ -254,6 +257,9 @@ def load_config(directory: str | os.PathLike[str], environ: Mapping[str, str] | 
             config.problems.append(ConfigError(str(path), f"server {upstream.name!r} is defined twice"))
             continue
         config.upstreams[upstream.name] = upstream
+    if not any(problem.path == str(toolsets_path) for problem in config.problems):
+        raw_names = any(not upstream.prefix for upstream in config.upstreams.values())
+        config.problems += dangling_names(toolsets_path, config.toolsets, {p.stem for p in files}, raw_names)
     return config
 
 
@@ -277,3 +283,17 @@ def keep_last_good(previous: Config, fresh: Config) -> Config:
         warnings=fresh.warnings,
         secrets=previous.secrets | fresh.secrets,
     )
+
+
+def _loaded(config: Config, path: Path) -> bool:
+    """Whether `config` holds settings from this file (a dangling name does not stop a file loading)."""
+    if path == config.directory / "toolsets.yaml":
+        return not any(Path(p.path) == path and not isinstance(p, DanglingName) for p in config.problems)
+    return path.stem in config.upstreams
+
+
+def reload_note(previous: Config, problem: ConfigError) -> str:
+    """What a problem found on reload means: the file's last good settings stay, or there are none."""
+    if _loaded(previous, Path(problem.path)):
+        return "the last good settings stay in force"
+    return "this file is skipped; everything else runs"

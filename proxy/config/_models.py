@@ -252,7 +252,9 @@ class ToolsetsConfig(_Frozen):
     core: tuple[str, ...] = ()
     toolsets: dict[str, ToolsetConfig] = Field(default_factory=dict)
     profiles: dict[str, ProfileConfig] = Field(default_factory=lambda: {"default": ProfileConfig()})
-    startup_wait: float = Field(default=3.0, ge=0)
+    # A session's first list waits for the fleet: None, until every upstream registered or failed once (each
+    # within its connect_timeout), so a one-shot client gets what a patient one does; a number caps that wait.
+    startup_wait: float | None = Field(default=None, ge=0)
     # Fleet-wide defaults for `upstreams/*.yaml`, and how many stdio children may start at once.
     lazy: bool = False
     idle_timeout: float | None = Field(default=None, gt=0)

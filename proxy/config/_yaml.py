@@ -67,16 +67,19 @@ def line_of(node: yaml.Node | None, location: tuple[Any, ...]) -> int | None:
     return line
 
 
-def validation_problem(path: Path, node: yaml.Node | None, exc: ValidationError) -> ConfigError:
-    errors = exc.errors(include_url=False)
-    error = errors[0]
+def _describe(node: yaml.Node | None, error: Any) -> tuple[str, int | None]:
     location = tuple(part for part in error["loc"] if part != "name")
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] in ("extra_forbidden", "invalid_key"):
         message = "unknown field"
-    if len(errors) > 1:
-        message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
     if not location:
-        return ConfigError(str(path), message)
-    field_name = ".".join(str(part) for part in location)
-    return ConfigError(str(path), f"{field_name}: {message}", line_of(node, location))
+        return message, None
+    return f"{'.'.join(str(part) for part in location)}: {message}", line_of(node, location)
+
+
+def validation_problem(path: Path, node: yaml.Node | None, exc: ValidationError) -> ConfigError:
+    """One problem for the file, at the first error's line, naming every error (each later one with its line)."""
+    described = [_describe(node, error) for error in exc.errors(include_url=False)]
+    (first, line), rest = described[0], described[1:]
+    more = [f"line {where}: {text}" if where else text for text, where in rest]
+    return ConfigError(str(path), "; ".join([first, *more]), line)

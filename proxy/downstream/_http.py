@@ -86,12 +86,14 @@ class HttpApp:
         forget: Callable[[Hashable], None] | None = None,
         max_sessions: int = MAX_SESSIONS,
         max_sessions_per_principal: int = MAX_SESSIONS_PER_PRINCIPAL,
+        profiles: Callable[[], Iterable[str]] | None = None,
     ) -> None:
         self.guard = TransportSecurityMiddleware(security)
         self.auth_token = auth_token
         self.resource = resource
         self.protected = resource.protect(self._behind_auth) if resource is not None else self._behind_auth
         self.has_profile = has_profile
+        self.profiles = profiles
         self.health = health
         self.status = status
         self.metrics = metrics
@@ -139,12 +141,12 @@ class HttpApp:
             await Response(self.metrics(), media_type=PROMETHEUS_TEXT)(scope, receive, send)
             return
         profile = self._profile_from_path(path)
-        if profile is None:
-            await Response("Not Found", status_code=404)(scope, receive, send)
-            return
         allowed = scope.get(ALLOWED_PROFILES_SCOPE_KEY)
         if allowed is not None:
             allowed = tuple(p for p in allowed if self.has_profile(p))  # a reload may have removed one
+        if profile is None:
+            await Response(self._not_found(path, allowed), status_code=404)(scope, receive, send)
+            return
         if allowed is not None and (not allowed or (profile and profile not in allowed)):
             await Response("Forbidden: no such profile for this identity", status_code=403)(scope, receive, send)
             return
@@ -183,6 +185,13 @@ class HttpApp:
         if self.replica is not None:
             health = {**health, "replica": self.replica.replica_id}
         await JSONResponse(health, status_code=200 if health["status"] == "ok" else 503)(scope, receive, send)
+
+    def _not_found(self, path: str, allowed: tuple[str, ...] | None) -> str:
+        """A mistyped `/mcp/<profile>` learns the paths that work (those its token may use)."""
+        if not path.startswith("/mcp/") or self.profiles is None:
+            return "Not Found"
+        names = sorted(self.profiles()) if allowed is None else allowed
+        return f"Not Found: no such profile. MCP is served at /mcp and at /mcp/<profile> for: {', '.join(names)}"
 
     def _profile_from_path(self, path: str) -> str | None:
         """'' for plain `/mcp`, the profile for `/mcp/<profile>`, None when not served here."""

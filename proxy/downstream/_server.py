@@ -41,7 +41,7 @@ from proxy.downstream._roundtrips import RoundTripChannel, RoundTrips
 from proxy.downstream._scrub import scrub_error_result
 from proxy.downstream._tasks import Tasks, declared
 from proxy.downstream._trace import record_tool_result, tool_attributes, upstream_span
-from proxy.errors import InvalidArguments, ToolbridgeError, UnknownTool, UpstreamError, redact
+from proxy.errors import DeferredTool, InvalidArguments, ToolbridgeError, UnknownTool, UpstreamError, redact
 from proxy.registry import ToolEntry
 from proxy.upstream import BackChannel, HandedOver, accepting_tasks, rewrite_ui_result
 from proxy.views import SessionView, Views
@@ -91,7 +91,7 @@ class Handlers:
         notifier: ChangeNotifier,
         *,
         fleet_ready: anyio.Event,
-        startup_wait: float,
+        startup_wait: float | None,
         profile: str | None = None,
         on_call: CallObserver | None = None,
         large_results: LargeResults | None = None,
@@ -156,11 +156,13 @@ class Handlers:
     async def _await_startup(self) -> None:
         """Wait for every upstream to register or fail once, within `startup_wait` of the first list.
 
-        One window for the process, opened by its first `tools/list`, not one per session or
-        request: a list early enough sees the fast part of the fleet, and after the window nothing
-        ever waits for the fleet.
+        One window for the process, opened by its first request, not one per session or request:
+        after the window nothing ever waits for the fleet. With no `startup_wait` the window lasts
+        until the fleet has settled, which each upstream's `connect_timeout` bounds.
         """
-        if not self.fleet_ready.is_set():
+        if self.startup_wait is None:
+            await self.fleet_ready.wait()
+        elif not self.fleet_ready.is_set():
             if self.startup_deadline is None:
                 self.startup_deadline = anyio.current_time() + self.startup_wait
             with anyio.move_on_after(self.startup_deadline - anyio.current_time()):
@@ -205,6 +207,7 @@ class Handlers:
                 return await self.large_results.read(params.uri, owner)
             except ValueError as exc:
                 raise MCPError(types.INVALID_PARAMS, str(exc)) from exc
+        await self._await_startup()  # the resource's server may still be starting
         return await self.resources.read(ctx, params)
 
     def _promoted(self, session: Hashable | None, view: SessionView) -> tuple[str, ...]:
@@ -393,6 +396,8 @@ class Handlers:
         if not direct and len(callees := view.app_calls.get(name, ())) == 1:  # an MCP App calling its server back
             name, direct = callees[0], True
         entry = self.views.registry.get(name)
+        if entry is not None and not direct and view.surface.tier == "bridge" and name in view.allowed:
+            raise DeferredTool(name)
         if entry is None or not direct:
             raise UnknownTool(name, list(view.app_calls.get(name, ())) or bridge.suggest(view, name),
                               searchable=view.surface.tier == "bridge")

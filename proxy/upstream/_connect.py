@@ -29,6 +29,7 @@ from proxy.errors import (
     rejected_by_http,
     translate,
 )
+from proxy.text import clean
 from proxy.upstream._backchannel import InFlight, NoticeSink, client_callbacks
 from proxy.upstream._client import CLIENT_INFO, Connection, Signals, TransportChoice, ignore_notice
 from proxy.upstream._sse import sse_transport
@@ -108,6 +109,24 @@ def _owner_only(path: str, flags: int) -> int:
     return descriptor
 
 
+_TAIL_BYTES = 4096
+_SHOWN_LINE = 200
+
+
+def _exited_during_startup(log: Path) -> str:
+    """Why a stdio server died at start, in its own words: the last line it wrote to stderr."""
+    try:
+        with open(log, "rb") as file:
+            file.seek(max(0, file.seek(0, 2) - _TAIL_BYTES))
+            tail = file.read().decode("utf-8", "replace")
+    except OSError:
+        tail = ""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    last = clean(lines[-1])[:_SHOWN_LINE] if lines and not lines[-1].startswith("--- ") else None
+    said = f": {last}" if last else " (it wrote nothing to stderr)"
+    return f"the process exited during startup{said}; see {log}"
+
+
 @asynccontextmanager
 async def _stdio(config: UpstreamConfig, config_dir: Path, log_dir: Path, signals: Signals) -> AsyncIterator[Any]:
     """The child's stderr is appended to `<log_dir>/<server>.log`, readable by the owner only (it may
@@ -160,6 +179,5 @@ async def connect(
     except Exception as exc:
         error = translate(config.name, exc, responses=responses, connecting=not opened)
         if not opened and config.is_stdio and signals.lost and not isinstance(error, UpstreamRefused):
-            error = UpstreamUnavailable(config.name, f"the process exited during startup; see {log_dir}/"
-                                                     f"{config.name}.log")
+            error = UpstreamUnavailable(config.name, _exited_during_startup(log_dir / f"{config.name}.log"))
         raise error from exc

@@ -45,10 +45,11 @@ def resolve_command(command: str) -> str | None:
     return shutil.which(command) or shutil.which(command, path=str(Path(sys.executable).parent))
 
 
-def _working_directory(config: UpstreamConfig, config_dir: Path) -> Path | None:
-    if config.cwd is None:
-        return None
-    cwd = Path(config.cwd) if Path(config.cwd).is_absolute() else config_dir / config.cwd
+def _working_directory(config: UpstreamConfig, config_dir: Path) -> Path:
+    """`cwd:` (relative to the config dir), else the config dir itself: never the directory a client
+    happened to launch toolbridge from, so `args: ["."]` means the same place from every client."""
+    cwd = config_dir if config.cwd is None else Path(config.cwd)
+    cwd = (cwd if cwd.is_absolute() else config_dir / cwd).absolute()
     if not cwd.is_dir():
         raise UpstreamRefused(config.name, f"working directory does not exist: {cwd}")
     return cwd

@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import free_port
+from conftest import free_port, needs
 from fleetdir import serve_http, serve_stdio, write_fleet
 from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
@@ -129,6 +129,7 @@ async def test_without_a_session_pins_follow_the_client_name(config: Path) -> No
         assert "beta__beta_0001" not in await listed("other-ide")
 
 
+@needs("redis-server")
 async def test_replicas_sharing_redis_list_and_answer_a_sessionless_clients_pins(
         config: Path, tmp_path: Path) -> None:
     """Any replica may answer a 2026-era request: what was pinned through one replica, another lists and calls."""

@@ -20,14 +20,14 @@ import anyio
 import httpx2
 import pytest
 import yaml
-from conftest import free_port
+from conftest import free_port, needs
 from mcp import Client, MCPError, types
 from mcp.client.streamable_http import streamable_http_client
 from redis.asyncio import Redis
 
 from bench.cluster import nginx, redis_server, replica
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, needs("nginx", "redis-server")]
 
 CONTROLLABLE = Path(__file__).resolve().parent.parent / "servers" / "controllable.py"
 REPLICAS = ("toolbridge-0", "toolbridge-1", "toolbridge-2")

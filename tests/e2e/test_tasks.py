@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 import yaml
-from conftest import free_port, serve_app
+from conftest import free_port, needs, serve_app
 from fleetdir import serve_http, serve_stdio
 from mcp import Client, MCPError, types
 from mcp.client.streamable_http import streamable_http_client
@@ -172,6 +172,7 @@ async def test_an_upstream_restart_mid_task_is_a_clear_error_and_nothing_hangs(c
         assert result.is_error and "jobs" in text(result)
 
 
+@needs("redis-server")
 async def test_two_replicas_sharing_redis_poll_and_cancel_each_others_tasks(tmp_path: Path) -> None:
     async with serve_app(tasks_server.http_app()) as upstream, redis_server(tmp_path / "redis") as redis:
         config = write_config(tmp_path / "config", {"url": f"{upstream}/mcp"})
@@ -189,6 +190,7 @@ async def test_two_replicas_sharing_redis_poll_and_cancel_each_others_tasks(tmp_
                 assert (await until(two, forever.task_id, "cancelled")).status == "cancelled"
 
 
+@needs("nginx", "redis-server")
 async def test_behind_nginx_a_stdio_upstreams_task_is_routed_home_by_its_id(config: Path, tmp_path: Path) -> None:
     """deploy/nginx.conf routes tasks/* on Mcp-Name (the task id, led by its replica's id): every poll
     of a task living in one replica's stdio child reaches that replica, whichever one made it."""

@@ -60,7 +60,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tools", type=int, default=0)
     parser.add_argument("--prefix", default="op")
-    parser.add_argument("--catalog", type=Path, help="a catalog JSON (shared/catalogs format)")
+    parser.add_argument("--catalog", type=Path, help="a catalog JSON (bench/catalogs format)")
     parser.add_argument("--server", help="which server of --catalog to serve (default: all of them)")
     parser.add_argument("--copies", type=int, default=1, help="serve --catalog this many times over")
     parser.add_argument("--calls-log", type=Path)

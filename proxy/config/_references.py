@@ -1,0 +1,88 @@
+"""Names in `toolsets.yaml` that point at nothing: a misspelt toolset or server empties a profile silently.
+
+Toolset names (profile `toolsets`/`disabled`, toolset `includes`) must be `all`/`*`, a named toolset,
+a server (its file stem in `upstreams/`) or `mcp-<server>`. Tool names (`core`, toolset `tools`) are
+qualified `<server>__<tool>` names or globs: the server part must be a configured server. The tool
+part is only known once the server has listed its tools, so it is not judged here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+from pathlib import Path
+from typing import Any
+
+from proxy.config._models import ToolsetsConfig
+from proxy.config._yaml import line_of, read_yaml
+from proxy.errors import ConfigError, DanglingName
+from proxy.names import MAX_LENGTH, SEPARATOR, TOOLSET_PREFIX
+
+__all__ = ["dangling_names"]
+
+_EVERYTHING = frozenset({"all", "*"})
+_GLOB_CHARS = "*?["
+# A hashed long name keeps this much of `<server>__<tool>` before its digest (proxy/names.py).
+_KEPT_PREFIX = MAX_LENGTH - 11
+
+
+def _toolset_references(toolsets: ToolsetsConfig) -> Iterator[tuple[tuple[Any, ...], str]]:
+    for name, profile in toolsets.profiles.items():
+        for key in ("toolsets", "disabled"):
+            for index, reference in enumerate(getattr(profile, key)):
+                yield ("profiles", name, key, index), reference
+    for name, toolset in toolsets.toolsets.items():
+        for index, reference in enumerate(toolset.includes):
+            yield ("toolsets", name, "includes", index), reference
+
+
+def _tool_references(toolsets: ToolsetsConfig) -> Iterator[tuple[tuple[Any, ...], str]]:
+    for index, pattern in enumerate(toolsets.core):
+        yield ("core", index), pattern
+    for name, toolset in toolsets.toolsets.items():
+        for index, pattern in enumerate(toolset.tools):
+            yield ("toolsets", name, "tools", index), pattern
+
+
+def _names_a_server(pattern: str, servers: Collection[str], raw_names: bool) -> bool:
+    """Whether a tool name or glob can match a tool of a configured server."""
+    literal = pattern
+    for char in _GLOB_CHARS:
+        literal = literal.split(char, 1)[0]
+    if literal != pattern and SEPARATOR not in literal:
+        return True  # `*`, `time_*`: too open to judge
+    if any(literal.startswith((server + SEPARATOR)[:_KEPT_PREFIX]) for server in servers):
+        return True
+    return raw_names  # a `prefix: false` server's tools keep their own names
+
+
+def _unknown(toolsets: ToolsetsConfig, servers: Collection[str], raw_names: bool) -> list[tuple[tuple[Any, ...], str]]:
+    known = {*_EVERYTHING, *toolsets.toolsets, *servers, *(TOOLSET_PREFIX + server for server in servers)}
+    hint = _hint(toolsets, servers)
+    found = [(where, f"unknown toolset {name!r}{hint}") for where, name in _toolset_references(toolsets)
+             if name not in known]
+    found += [(where, f"{pattern!r} names no configured server (a tool is `<server>__<tool>`)")
+              for where, pattern in _tool_references(toolsets) if not _names_a_server(pattern, servers, raw_names)]
+    return found
+
+
+def _hint(toolsets: ToolsetsConfig, servers: Collection[str]) -> str:
+    names = sorted({*toolsets.toolsets, *servers})
+    return f"; known: all, {', '.join(names)}" if names else "; no toolsets or servers are configured"
+
+
+def dangling_names(path: Path, toolsets: ToolsetsConfig, servers: Collection[str],
+                   raw_names: bool = False) -> list[ConfigError]:
+    """One problem per name in `toolsets.yaml` that resolves to nothing, with its line.
+
+    `servers` are the configured server names (every upstream file's stem, loaded or not: a broken
+    file is reported on its own); `raw_names` is whether any server keeps unprefixed tool names.
+    """
+    found = _unknown(toolsets, servers, raw_names)
+    if not found:
+        return []
+    try:
+        _, node = read_yaml(path)
+    except ConfigError:
+        node = None
+    return [DanglingName(str(path), f"{'.'.join(map(str, where))}: {reason}", line_of(node, where))
+            for where, reason in found]

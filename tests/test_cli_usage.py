@@ -1,0 +1,73 @@
+"""The `toolbridge` command's manners: a missing config dir, honest `--help`, pipes closed early."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from proxy.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("command", [["check"], ["serve"], ["serve", "--transport", "http"], ["catalog"]])
+def test_a_missing_config_dir_is_an_error_and_is_not_created(tmp_path: Path, command: list[str]) -> None:
+    missing = tmp_path / "typo"
+    with pytest.raises(SystemExit) as exited:
+        main([*command, "--config-dir", str(missing)])
+    assert f"the config dir {missing} does not exist" in str(exited.value.code)
+    assert "toolbridge init" in str(exited.value.code)
+    assert not missing.exists()
+
+
+def help_of(command: str) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        main([command, "--help"])
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("command", ["check", "import", "login", "init", "approve"])
+def test_commands_without_a_session_do_not_offer_session_options(command: str) -> None:
+    text = help_of(command)
+    assert "--profile" not in text and "--context-tokens" not in text
+    assert "--config-dir" in text
+
+
+def undocumented(text: str) -> list[str]:
+    """Options in a `--help` with no help text (argparse puts it beside them, or indented below)."""
+    lines = text.splitlines()
+    found = []
+    for here, line in enumerate(lines):
+        if re.match(r"^  -", line) and not re.search(r"\S {2,}\S", line.strip()):
+            below = lines[here + 1] if here + 1 < len(lines) else ""
+            if not re.match(r"^ {20,}\S", below):
+                found.append(line.strip())
+    return found
+
+
+@pytest.mark.parametrize("command", ["serve", "catalog", "search", "status", "check", "init", "import", "login",
+                                     "approve"])
+def test_every_option_has_help_text(command: str) -> None:
+    text = help_of(command)
+    assert "the directory holding toolsets.yaml and upstreams/" in text
+    assert "stderr log level" in text
+    assert undocumented(text) == []
+
+
+def test_output_piped_into_a_reader_that_leaves_early_is_not_an_error(tmp_path: Path) -> None:
+    (tmp_path / "upstreams").mkdir()
+    process = subprocess.Popen([sys.executable, "-m", "proxy", "check", "--config-dir", str(tmp_path)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # `| head -0`: nobody reads
+    with process.stderr:
+        stderr = process.stderr.read().decode()
+    assert process.wait(timeout=60) == 0, stderr
+    assert "BrokenPipeError" not in stderr and "Traceback" not in stderr
