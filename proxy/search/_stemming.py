@@ -10,6 +10,17 @@ import functools
 import re
 
 _WORD = re.compile(r"[A-Za-z0-9]+")
+# Argument values a request names, by kind: a URL, or a file path or name ("~/notes/todo.md", "./src",
+# "/var/log", "report.xlsx"). A file name's extension ("xlsx") says what kind of file it is.
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
+_PATH = re.compile(
+    r"(?<![\w/])(?:~|\.{1,2})?/[\w.*~/-]*|\b[\w.*-]+(?:/[\w.*-]+)+/?|\b[\w*-]+(?:\.[\w*-]+)*\.[a-z][a-z0-9]{1,4}\b",
+    re.IGNORECASE,
+)
+_EXTENSION = re.compile(r"\.([a-z][a-z0-9]{1,4})$", re.IGNORECASE)
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")  # before paths: "corp.com" is no file
+_QUOTED = re.compile(r"""(?<!\w)(?:'[^'\n]+'|"[^"\n]+"|`[^`\n]+`)(?!\w)""")  # "type 'hello world'"
+VALUE_KINDS = (("url", _URL), ("email", _EMAIL), ("quoted", _QUOTED), ("file", _PATH))
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 # Generic English function words and request fillers: in sentence queries they carry no capability signal.
@@ -127,6 +138,19 @@ def split_words(text: str, *, whole: bool = False) -> list[str]:
 def tokenize(text: str, *, drop_stop_words: bool = False, whole: bool = False) -> list[str]:
     """Split on non-alphanumerics and camelCase, lower-case, stem."""
     return [stem(w) for w in split_words(text, whole=whole) if not (drop_stop_words and w in STOP_WORDS)]
+
+
+def split_values(text: str) -> tuple[str, list[tuple[str, str, str]]]:
+    """`text` with the values it names taken out (URLs, e-mail addresses, quoted text, paths), each as (kind, value,
+    file extension or ""). Their words are literals ("nginx", "build" in a path; "hello world" to be typed) that
+    say little about the tool wanted."""
+    values: list[tuple[str, str, str]] = []
+    for kind, pattern in VALUE_KINDS:
+        for match in pattern.finditer(text):
+            extension = _EXTENSION.search(match.group()) if kind in ("url", "file") else None
+            values.append((kind, match.group(), extension.group(1) if extension else ""))
+        text = pattern.sub(" ", text)
+    return text, values
 
 
 def content_words(text: str) -> int:
