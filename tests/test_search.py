@@ -402,6 +402,17 @@ def test_quoted_text_weighs_less_than_the_request_s_own_words() -> None:
     assert unquoted.search("click the 'Cancel order' button", limit=1) == ["orders__cancel_order"]
 
 
+def test_a_value_s_trailing_punctuation_is_the_sentence_s_and_a_folder_can_name_the_file_kind() -> None:
+    assert split_values("summarise /root/markdown/cv.md. Then stop")[1] == [
+        ("file", "/root/markdown/cv.md", "md markdown")
+    ]
+    assert split_values("open https://example.com/a, then /data/excel/q3 and ~/word/")[1] == [
+        ("url", "https://example.com/a", ""),
+        ("file", "/data/excel/q3", "excel"),
+        ("file", "~/word/", "word"),
+    ]
+
+
 def test_urls_and_paths_are_taken_out_of_a_request_with_their_kind_and_extension() -> None:
     text, values = split_values("read /etc/nginx/nginx.conf, open https://example.com/a.html and attach cv.pdf, e.g. x")
     assert values == [

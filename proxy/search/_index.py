@@ -87,9 +87,9 @@ def _synonyms() -> dict[tuple[str, ...], frozenset[tuple[str, ...]]]:
 class Ranking:
     """The ranking's free parameters (bench/search_fit.py cross-validates how they are fitted); `weights` and
     `b` are per field of FIELDS. `clause_balance` applies only to the fused ranking's lexical leg (`scored`).
-    The values a request names (`split_values`) count apart from its words, in `search` only: a path's or an
-    e-mail address's words at `literals` (a file extension at 1: "xlsx" says Excel), a URL's at 1, quoted text's
-    at `quoted`, and the kind of a URL or path ("url", "file") as a query term at `value_kinds`."""
+    The values a request names (`split_values`) count apart from its words: a path's or an e-mail address's words
+    at `literals` (the words saying what kind of file it is at 1: "xlsx" says Excel), a URL's at 1, quoted
+    text's at `quoted`, and the kind of a URL or path ("url", "file") as a query term at `value_kinds`."""
 
     weights: tuple[float, ...] = (3.0, 2.0, 3.0, 1.0, 1.0, 0.25)
     b: tuple[float, ...] = (0.3, 0.0, 0.5, 0.75, 0.5, 0.75)
@@ -245,7 +245,7 @@ class SearchIndex:
         """The fused ranking's lexical leg: the best `limit` tools other than `exact` with their scores, best
         first. Unlike `search`, a long request's clauses are balanced (`balance_clauses`): cross-validation
         favoured that beside the semantic leg, which matches each clause on its own, and not without it."""
-        terms = balance_clauses(self._word_terms(query), query, self.ranking.clause_balance)
+        terms = balance_clauses(self._query_terms(query), query, self.ranking.clause_balance)
         return self._top(terms, limit, scope, exact)
 
     def _top(
@@ -270,13 +270,13 @@ class SearchIndex:
         return weights
 
     def _values(self, values: list[tuple[str, str, str]], weights: dict[str, float]) -> None:
-        """Add the terms of the URLs and paths a request names to `weights`: their words at the literal
-        weight ("nginx", "build" name no capability), a file extension at full weight ("xlsx" says Excel),
-        and each value's kind ("url", "file") at its own weight, so a tool that takes one can rank."""
+        """Add the terms of the values a request names to `weights`: their words at the value's literal weight
+        ("nginx", "build" name no capability), the words saying what kind of file it is at full weight ("xlsx"
+        says Excel), and a URL's or path's kind ("url", "file") at its own weight, so a tool taking one ranks."""
         kind_weight = self.ranking.value_kinds
-        for kind, value, extension in values:
+        for kind, value, file_kinds in values:
             literal = {"url": 1.0, "quoted": self.ranking.quoted}.get(kind, self.ranking.literals)
-            parts = [(literal, value), (1.0 - literal, extension)] if extension else [(literal, value)]
+            parts = [(literal, value), (1.0 - literal, file_kinds)] if file_kinds else [(literal, value)]
             for share, text in parts:
                 for term, weight in self._word_terms(text).items() if share else ():
                     weights[term] = weights.get(term, 0.0) + share * weight
