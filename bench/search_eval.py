@@ -35,19 +35,24 @@ from proxy.app import embed_pending
 from proxy.config import ToolSearchSettings, ToolsetsConfig
 from proxy.downstream import bridge
 from proxy.registry import Registry
-from proxy.search import RANKING, SearchDoc, SearchIndex, doc_from_tool, semantic
+from proxy.search import RANKING, SearchDoc, SearchIndex, doc_from_tool, semantic, tokenize
 from proxy.views import Views
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CACHE_DIR = REPO_ROOT / ".cache" / "embeddings"
 CATALOG_SERVER = REPO_ROOT / "tests" / "servers" / "catalog_server.py"
 ARGS_QUERIES = REPO_ROOT / "bench" / "queries" / "args.json"  # ours: single-step requests naming argument values
+# ours (issue 23): imperative requests carrying argument values, written before any ranking was measured on
+# them and split by a hash of the id; the ranking may be tuned on "tune", "lockbox" is scored once, at the end.
+VALUES_QUERIES = REPO_ROOT / "bench" / "queries" / "values.json"
 TASK_QUERIES = REPO_ROOT / "bench" / "queries" / "tasks.json"  # ours: multi-step task requests, 2-6 gold tools
 DATASETS = {
     "real-fleet/dev": ("real-fleet.json", "queries-dev.json"),
     "real-fleet/args": ("real-fleet.json", str(ARGS_QUERIES)),
     "real-fleet/tasks": ("real-fleet.json", str(TASK_QUERIES)),
     "livemcpbench": ("livemcpbench/catalog.json", "livemcpbench/queries.json"),
+    "values/tune": ("real-fleet.json", f"{VALUES_QUERIES}#tune"),
+    "values/lockbox": ("real-fleet.json", f"{VALUES_QUERIES}#lockbox"),
 }
 # What parameters are fitted on; LiveMCPBench never is.
 TUNING = ("real-fleet/dev", "real-fleet/args", "real-fleet/tasks")
@@ -130,7 +135,9 @@ def missing_gold(catalog: Views, queries: list[dict]) -> set[str]:
 
 
 def load_queries(path: Path) -> list[dict]:
-    queries = json.loads(path.read_text())
+    """A query set; `file.json#part` keeps the queries of that part only."""
+    path, _, part = str(path).partition("#")
+    queries = [q for q in json.loads(Path(path).read_text()) if not part or q.get("part") == part]
     for q in queries:
         q["gold"] = [_UNSAFE.sub("_", g) for g in q["gold"]]
     return queries
@@ -151,16 +158,22 @@ def _fastmcp_tokens(text: str) -> list[str]:
     return re.findall(r"[^\W_]{2,}", unicodedata.normalize("NFKC", text).casefold())
 
 
+def _plain_tokens(text: str) -> list[str]:
+    return tokenize(text)
+
+
 class FastMCPBM25:
     """FastMCP 4.1.6's `BM25SearchTransform` ranking re-stated: Okapi BM25 (k1 1.5, b 0.75, idf
     log(1 + (N - df + .5) / (df + .5))), no stemming, over `fastmcp_text`; ties keep catalog order.
     `fastmcp_rankings` checks it against FastMCP itself where bench/setup_search.sh installed it."""
 
+    tokens = staticmethod(_fastmcp_tokens)
+
     def __init__(self, docs: list[tuple[str, str]], k1: float = 1.5, b: float = 0.75):
         """`docs`: (qualified name, `fastmcp_text`) per tool, in catalog order."""
         self.names = [name for name, _ in docs]
         texts = [text for _, text in docs]
-        self.tfs = [Counter(_fastmcp_tokens(text)) for text in texts]
+        self.tfs = [Counter(self.tokens(text)) for text in texts]
         self.lens = [sum(tf.values()) for tf in self.tfs]
         self.avgdl = sum(self.lens) / len(self.lens)
         self.k1, self.b = k1, b
@@ -168,7 +181,7 @@ class FastMCPBM25:
 
     def search(self, query: str, *, limit: int) -> list[str]:
         n, scores = len(self.names), [0.0] * len(self.names)
-        for token in _fastmcp_tokens(query):
+        for token in self.tokens(query):
             if token not in self.df:
                 continue
             idf = math.log((n - self.df[token] + 0.5) / (self.df[token] + 0.5) + 1.0)
@@ -178,6 +191,16 @@ class FastMCPBM25:
                     scores[i] += idf * f * (self.k1 + 1) / (f + norm)
         ranked = sorted(range(n), key=lambda i: scores[i], reverse=True)
         return [self.names[i] for i in ranked[:limit] if scores[i] > 0]
+
+
+class PlainBM25(FastMCPBM25):
+    """Textbook Okapi BM25 (k1 1.2, b 0.75) over the same text, with toolbridge's own words (camelCase and
+    `_ . -` split, Porter stemming): what the ranking adds beyond tokenising is measured against this."""
+
+    tokens = staticmethod(_plain_tokens)
+
+    def __init__(self, docs: list[tuple[str, str]]):
+        super().__init__(docs, k1=1.2, b=0.75)
 
 
 def fastmcp_rankings(catalog: Path, queries: list[str]) -> list[list[str]] | None:
@@ -245,9 +268,11 @@ def run_dataset(root: Path, catalog: str, queries: str, semantic_cache: Path | N
     missing = missing_gold(tb, qs)
     if missing:
         raise SystemExit(f"{catalog}: gold ids not registered: {sorted(missing)}")
-    fastmcp = FastMCPBM25([(qualified(s, t["name"]), fastmcp_text(qualified(s, t["name"]), t))
-                           for s, tools in servers.items() for t in tools])
+    docs = [(qualified(s, t["name"]), fastmcp_text(qualified(s, t["name"]), t)) for s, tools in servers.items()
+            for t in tools]
+    fastmcp, plain = FastMCPBM25(docs), PlainBM25(docs)
     results = {
+        "bm25-plain": evaluate(lambda q: plain.search(q, limit=10), qs),
         "fastmcp-bm25": evaluate(lambda q: fastmcp.search(q, limit=10), qs),
         "tool_search": evaluate(tool_search(tb), qs),
     }

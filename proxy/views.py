@@ -147,12 +147,15 @@ class SessionView:
 
 
 def _semantic_index(setting: str, cache_dir: Path | None) -> SemanticIndex | None:
-    """The semantic index when asked for and installed; asked for but missing is a warning, not an error."""
-    if setting != "on":
+    """The semantic index when asked for (`on`, or `auto`) and installed; `on` but missing is a warning."""
+    if setting == "off":
         return None
     from proxy.search import SemanticIndex, semantic
 
     if not semantic.available():
+        if setting == "auto":
+            logger.info("tool_search ranks lexically: the semantic extra is not installed (%s)", semantic.INSTALL_HINT)
+            return None
         logger.warning("tool_search.semantic is on but its extra is not installed; searching lexically. "
                        "Install it with: %s", semantic.INSTALL_HINT)
         return None

@@ -433,24 +433,25 @@ def test_enabled_off_and_listing_off_as_bare_yaml() -> None:
     [
         ("on", "on"), ("yes", "on"), ("true", "on"), ("1", "on"), ('"ON"', "on"), ('"yes"', "on"),
         ("off", "off"), ("no", "off"), ("false", "off"), ("0", "off"), ('"Off"', "off"),
-        ("auto", "off"), ('"AUTO"', "off"),
+        ("auto", "auto"), ('"AUTO"', "auto"),
     ],
 )
-def test_semantic_switch_is_opt_in_and_auto_means_off(value: str, expected: str) -> None:
+def test_semantic_switch_reads_like_the_other_switches(value: str, expected: str) -> None:
     settings, warnings = tool_search_yaml(f"tool_search:\n  semantic: {value}\n")
     assert (settings.semantic, warnings) == (expected, [])
 
 
 @pytest.mark.parametrize("value", ["lots", "2", "[on]", "~", "''"])
-def test_bad_semantic_value_falls_back_to_off_with_a_warning(value: str) -> None:
+def test_bad_semantic_value_falls_back_to_auto_with_a_warning(value: str) -> None:
     settings, warnings = tool_search_yaml(f"tool_search:\n  semantic: {value}\n")
-    assert settings.semantic == "off"
-    assert len(warnings) == 1 and "tool_search.semantic" in warnings[0] and "'off'" in warnings[0]
+    assert settings.semantic == "auto"
+    assert len(warnings) == 1 and "tool_search.semantic" in warnings[0] and "'auto'" in warnings[0]
 
 
-def test_semantic_is_off_by_default_and_in_the_legacy_form() -> None:
-    assert DEFAULTS.semantic == "off"
-    assert parse_tool_search(True)[0].semantic == "off"
+def test_semantic_is_auto_by_default_and_in_the_legacy_form() -> None:
+    """Issue 23: the default user gets the hybrid ranking wherever the extra is installed."""
+    assert DEFAULTS.semantic == "auto"
+    assert parse_tool_search(True)[0].semantic == "auto"
 
 
 NUMERIC = {

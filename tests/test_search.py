@@ -13,7 +13,7 @@ from bench.search_eval import catalogs_dir, load_catalog, load_queries
 from proxy.search import SearchDoc, SearchIndex, doc_from_tool, tokenize
 from proxy.search import _documents as documents
 from proxy.search import _index as search
-from proxy.search._stemming import stem
+from proxy.search._stemming import split_values, stem
 from proxy.text import split_clauses
 
 
@@ -371,3 +371,72 @@ def test_lexical_search_never_balances_clauses() -> None:
     assert unbalanced == index.search(STEPS, limit=5)
     index.retune(search.RANKING)
     assert index.search(STEPS, limit=5) == unbalanced
+
+
+def test_emails_and_quoted_text_are_values_too_and_an_email_domain_is_no_file() -> None:
+    text, values = split_values("send 'Invoice 1043' to bob@corp.com and type \"hi there\" into `notes.md`")
+    assert values == [
+        ("email", "bob@corp.com", ""),
+        ("quoted", "'Invoice 1043'", ""),
+        ("quoted", '"hi there"', ""),
+        ("quoted", "`notes.md`", ""),
+    ]
+    assert text.split() == ["send", "to", "and", "type", "into"]
+    assert split_values("what's on Dana's calendar")[1] == []  # apostrophes quote nothing
+
+
+QUOTED = [
+    SearchDoc("browser__click", "browser", "click", "Click an element on the page.", ("element",)),
+    SearchDoc("orders__cancel_order", "orders", "cancel_order", "Cancel an order.", ("order_id",)),
+]
+
+
+def test_quoted_text_weighs_less_than_the_request_s_own_words() -> None:
+    index = SearchIndex()
+    for doc in QUOTED:
+        index.set_server(doc.server, [doc])
+    assert index.search("click the 'Cancel order' button", limit=1) == ["browser__click"]
+    unquoted = SearchIndex(dataclasses.replace(search.RANKING, quoted=1.0))
+    for doc in QUOTED:
+        unquoted.set_server(doc.server, [doc])
+    assert unquoted.search("click the 'Cancel order' button", limit=1) == ["orders__cancel_order"]
+
+
+def test_a_value_s_trailing_punctuation_is_the_sentence_s_and_a_folder_can_name_the_file_kind() -> None:
+    assert split_values("summarise /root/markdown/cv.md. Then stop")[1] == [
+        ("file", "/root/markdown/cv.md", "md markdown")
+    ]
+    assert split_values("open https://example.com/a, then /data/excel/q3 and ~/word/")[1] == [
+        ("url", "https://example.com/a", ""),
+        ("file", "/data/excel/q3", "excel"),
+        ("file", "~/word/", "word"),
+    ]
+
+
+def test_urls_and_paths_are_taken_out_of_a_request_with_their_kind_and_extension() -> None:
+    text, values = split_values("read /etc/nginx/nginx.conf, open https://example.com/a.html and attach cv.pdf, e.g. x")
+    assert values == [
+        ("url", "https://example.com/a.html", "html"),
+        ("file", "/etc/nginx/nginx.conf", "conf"),
+        ("file", "cv.pdf", "pdf"),
+    ]
+    assert text.split() == ["read", ",", "open", "and", "attach", ",", "e.g.", "x"]
+
+
+FILES = [
+    SearchDoc("fs__read_file", "fs", "read_file", "Read a file from disk.", ("path",), ("The file to read.",)),
+    SearchDoc("ci__get_build_output", "ci", "get_build_output", "Read the output of a build.", ("build",)),
+    SearchDoc("docs__read_word_document", "docs", "read_word_document", "Read a Word document.", ("path",)),
+]
+
+
+def test_the_words_of_a_path_are_literals_and_its_kind_and_extension_count() -> None:
+    index = SearchIndex()
+    for doc in FILES:
+        index.set_server(doc.server, [doc])
+    assert index.search("read ./build/output.log", limit=1) == ["fs__read_file"]
+    assert index.search("read ./build/output.docx", limit=1) == ["docs__read_word_document"]
+    literal = SearchIndex(dataclasses.replace(search.RANKING, literals=1.0, value_kinds=0.0))
+    for doc in FILES:
+        literal.set_server(doc.server, [doc])
+    assert literal.search("read ./build/output.log", limit=1) == ["ci__get_build_output"]

@@ -23,13 +23,14 @@ from bench.search_eval import (
 )
 from proxy.search import semantic
 
-# dataset -> (min recall@5, min MRR), a little under what bench/search_eval.py measures (issue 16):
-# dev 0.917 / 0.768, args 0.758 / 0.703, tasks 0.635 / 0.742, LiveMCPBench 0.378 / 0.443.
+# dataset -> (min recall@5, min MRR), a little under what bench/search_eval.py measures (issue 23):
+# dev 0.922 / 0.780, args 0.862 / 0.760, tasks 0.669 / 0.770, LiveMCPBench 0.378 / 0.469, values/tune 0.866 / 0.766.
 TARGETS = {
-    "real-fleet/dev": (0.88, 0.74),
-    "real-fleet/args": (0.74, 0.68),
-    "real-fleet/tasks": (0.62, 0.72),
-    "livemcpbench": (0.37, 0.43),
+    "real-fleet/dev": (0.90, 0.76),
+    "real-fleet/args": (0.84, 0.74),
+    "real-fleet/tasks": (0.65, 0.75),
+    "livemcpbench": (0.37, 0.45),
+    "values/tune": (0.85, 0.74),
 }
 # hybrid, min recall@5: dev 0.958 (CV 0.958), args 0.869 (CV 0.869), tasks 0.665 (CV 0.665), LiveMCPBench 0.452.
 HYBRID_TARGETS = {"real-fleet/dev": 0.94, "real-fleet/args": 0.855, "real-fleet/tasks": 0.65, "livemcpbench": 0.44}
@@ -83,13 +84,16 @@ def test_cross_validated_dev_recall_meets_target() -> None:
     assert cv["real-fleet/args"].recall5 > reports("real-fleet/args")["fastmcp-bm25"].recall5, cv
 
 
+# Since the values a request names count apart (issue 23), the task requests' lexical R@5 (0.669) is level with
+# the hybrid's (0.667); docs/search.md states it.
 @needs_model
 @pytest.mark.parametrize("dataset", sorted(HYBRID_TARGETS))
 def test_hybrid_meets_target_and_beats_lexical(dataset: str, embeddings: Path) -> None:
     catalog, queries = DATASETS[dataset]
     hybrid = run_hybrid(_root(), catalog, queries, embeddings)["hybrid"]
     assert hybrid.recall5 >= HYBRID_TARGETS[dataset], hybrid
-    assert hybrid.recall5 > reports(dataset)["tool_search"].recall5, (hybrid, reports(dataset))
+    if dataset != "real-fleet/tasks":
+        assert hybrid.recall5 > reports(dataset)["tool_search"].recall5, (hybrid, reports(dataset))
 
 
 @needs_model

@@ -170,11 +170,27 @@ async def test_the_background_task_embeds_servers_as_they_arrive(tmp_path: Path,
     assert encoder.tool_texts() == 4
 
 
-def test_semantic_search_is_off_by_default(tmp_path: Path) -> None:
-    cat = catalog(tmp_path, ToolsetsConfig())
+def test_semantic_search_can_be_turned_off(tmp_path: Path) -> None:
+    cat = catalog(tmp_path, ToolsetsConfig(tool_search=ToolSearchSettings(semantic="off")))
     assert cat.semantic is None
     assert search(cat, "read file")[0] == "fs__read_file"
     assert not list(tmp_path.iterdir())
+
+
+@needs_model
+def test_semantic_search_is_on_by_default_where_the_extra_is_installed(tmp_path: Path) -> None:
+    assert catalog(tmp_path, ToolsetsConfig()).semantic is not None
+
+
+def test_by_default_a_missing_extra_means_lexical_search_without_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(semantic, "available", lambda: False)
+    with caplog.at_level(logging.INFO, logger="proxy.views"):
+        cat = catalog(tmp_path, ToolsetsConfig())
+    assert cat.semantic is None
+    assert search(cat, "read file")[0] == "fs__read_file"
+    assert [r.levelno for r in caplog.records] == [logging.INFO]
 
 
 def test_requested_but_not_installed_searches_lexically_with_one_warning(

@@ -82,10 +82,8 @@ def parse_tool_search(raw: Any) -> tuple[ToolSearchSettings, list[str]]:
 
     values: dict[str, Any] = {}
     for key, value in raw.items():
-        if key in ("enabled", "listing"):
+        if key in ("enabled", "listing", "semantic"):
             values[key] = _switch(key, value, getattr(defaults, key), warnings)
-        elif key == "semantic":  # opt-in: `auto` means off
-            values[key] = "on" if _switch(key, value, defaults.semantic, warnings) == "on" else "off"
         elif key in ToolSearchSettings.model_fields:
             values[key] = _integer(key, value, getattr(defaults, key), warnings)
         else:

@@ -181,8 +181,9 @@ class ToolSearchSettings(_Frozen):
     listing_max_tokens: int = 4000
     search_default_limit: int = 5
     max_search_limit: int = 25
-    # Hybrid ranking with local sentence embeddings; needs the optional `semantic` extra.
-    semantic: Literal["on", "off"] = "off"
+    # Hybrid ranking with local sentence embeddings, from the `semantic` extra: `auto` uses it where it is
+    # installed (scripts/setup.sh installs it) and ranks lexically where it is not; `on` warns when it is missing.
+    semantic: Switch = "auto"
 
 
 class Introspection(_Frozen):

@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from proxy.search import _postings as postings
 from proxy.search._documents import FIELDS, SearchDoc, field_counts, name_acronyms, server_boilerplate
-from proxy.search._stemming import STOP_WORDS, content_words, split_words, stem, tokenize
+from proxy.search._stemming import STOP_WORDS, content_words, split_values, split_words, stem, tokenize
 from proxy.text import split_clauses
 
 A = TypeVar("A", bound=tuple[npt.NDArray[Any], ...])
@@ -39,7 +39,7 @@ search find query lookup look_up locate discover seek filter
 run execute start trigger launch invoke kick_off perform; stop cancel halt terminate kill abort end
 save store persist remember record keep memorize; write save output put
 send post publish share submit deliver notify; upload attach import ingest; download export save fetch
-copy duplicate clone replicate; move relocate transfer; rename retitle; close resolve finish complete done
+copy duplicate clone replicate; move relocate transfer rename; rename retitle; close resolve finish complete done
 merge combine join consolidate; compare diff difference; count number tally total how_many
 sort order arrange rank; summarize summary digest overview recap; convert transform translate export
 check validate verify test lint audit; analyze analyse evaluate assess examine inspect
@@ -86,7 +86,10 @@ def _synonyms() -> dict[tuple[str, ...], frozenset[tuple[str, ...]]]:
 @dataclass(frozen=True)
 class Ranking:
     """The ranking's free parameters (bench/search_fit.py cross-validates how they are fitted); `weights` and
-    `b` are per field of FIELDS. `clause_balance` applies only to the fused ranking's lexical leg (`scored`)."""
+    `b` are per field of FIELDS. `clause_balance` applies only to the fused ranking's lexical leg (`scored`).
+    The values a request names (`split_values`) count apart from its words: a path's or an e-mail address's words
+    at `literals` (the words saying what kind of file it is at 1: "xlsx" says Excel), a URL's at 1, quoted
+    text's at `quoted`, and the kind of a URL or path ("url", "file") as a query term at `value_kinds`."""
 
     weights: tuple[float, ...] = (3.0, 2.0, 3.0, 1.0, 1.0, 0.25)
     b: tuple[float, ...] = (0.3, 0.0, 0.5, 0.75, 0.5, 0.75)
@@ -94,10 +97,14 @@ class Ranking:
     synonyms: float = 0.3
     name_coverage: float = 0.5
     clause_balance: float = 0.5
+    literals: float = 0.0
+    quoted: float = 0.5
+    value_kinds: float = 0.25
 
 
 RANKING = Ranking()
 PREFIX_MIN = 4
+VALUE_KIND_TERMS = frozenset({"url", "file"})  # an e-mail address or a quoted text says nothing of the tool
 COVERAGE_WORDS = 6
 BALANCE_MIN_WORDS = 6  # content words a request needs before its clauses are balanced
 
@@ -272,6 +279,27 @@ class SearchIndex:
         return sorted(n for n in _names(self._exact.get(query.strip().lower(), ())) if scope is None or n in scope)
 
     def _query_terms(self, query: str) -> dict[str, float]:
+        """Stemmed query terms with weights; the words of URLs and paths are weighed as `_values` says."""
+        text, values = split_values(query)
+        weights = self._word_terms(text)
+        self._values(values, weights)
+        return weights
+
+    def _values(self, values: list[tuple[str, str, str]], weights: dict[str, float]) -> None:
+        """Add the terms of the values a request names to `weights`: their words at the value's literal weight
+        ("nginx", "build" name no capability), the words saying what kind of file it is at full weight ("xlsx"
+        says Excel), and a URL's or path's kind ("url", "file") at its own weight, so a tool taking one ranks."""
+        kind_weight = self.ranking.value_kinds
+        for kind, value, file_kinds in values:
+            literal = {"url": 1.0, "quoted": self.ranking.quoted}.get(kind, self.ranking.literals)
+            parts = [(literal, value), (1.0 - literal, file_kinds)] if file_kinds else [(literal, value)]
+            for share, text in parts:
+                for term, weight in self._word_terms(text).items() if share else ():
+                    weights[term] = weights.get(term, 0.0) + share * weight
+            if kind_weight and kind in VALUE_KIND_TERMS and kind in self._postings:
+                weights[kind] = max(weights.get(kind, 0.0), kind_weight)
+
+    def _word_terms(self, query: str) -> dict[str, float]:
         """Stemmed query terms with weights: joined compounds, stop words dropped, unknown words by prefix."""
         words = split_words(query)
         weights: dict[str, float] = defaultdict(float)

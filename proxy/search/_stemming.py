@@ -10,6 +10,23 @@ import functools
 import re
 
 _WORD = re.compile(r"[A-Za-z0-9]+")
+# Argument values a request names, by kind: a URL, or a file path or name ("~/notes/todo.md", "./src",
+# "/var/log", "report.xlsx"). A file name's extension ("xlsx") says what kind of file it is.
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
+_PATH = re.compile(
+    r"(?<![\w/])(?:~|\.{1,2})?/[\w.*~/-]*|\b[\w.*-]+(?:/[\w.*-]+)+/?|\b[\w*-]+(?:\.[\w*-]+)*\.[a-z][a-z0-9]{1,4}\b",
+    re.IGNORECASE,
+)
+_EXTENSION = re.compile(r"\.([a-z][a-z0-9]{1,4})$", re.IGNORECASE)
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")  # before paths: "corp.com" is no file
+_QUOTED = re.compile(r"""(?<!\w)(?:'[^'\n]+'|"[^"\n]+"|`[^`\n]+`)(?!\w)""")  # "type 'hello world'"
+# Words that name a kind of file, as an extension or a folder ("/root/excel/", "~/pdf/"): the file-type
+# groups of the search's synonym table, and pdf.
+FILE_KIND_WORDS = frozenset(
+    "docx word xlsx xls excel pptx ppt powerpoint presentation slide md markdown txt text csv png jpg jpeg "
+    "image mp3 wav audio mp4 video html webpage pdf".split()
+)
+VALUE_KINDS = (("url", _URL), ("email", _EMAIL), ("quoted", _QUOTED), ("file", _PATH))
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 # Generic English function words and request fillers: in sentence queries they carry no capability signal.
@@ -127,6 +144,26 @@ def split_words(text: str, *, whole: bool = False) -> list[str]:
 def tokenize(text: str, *, drop_stop_words: bool = False, whole: bool = False) -> list[str]:
     """Split on non-alphanumerics and camelCase, lower-case, stem."""
     return [stem(w) for w in split_words(text, whole=whole) if not (drop_stop_words and w in STOP_WORDS)]
+
+
+def split_values(text: str) -> tuple[str, list[tuple[str, str, str]]]:
+    """`text` with the values it names taken out (URLs, e-mail addresses, quoted text, paths), each as (kind, value,
+    the words that say what kind of file it is). Their other words are literals ("nginx", "build" in a path;
+    "hello world" to be typed) that say little about the tool wanted; a file's extension ("xlsx") and a folder
+    named for a kind of file ("/data/excel/") say which tools handle it."""
+    values: list[tuple[str, str, str]] = []
+    for kind, pattern in VALUE_KINDS:
+        for match in pattern.finditer(text):
+            value = match.group().rstrip(".,;:!?)") if kind in ("url", "file") else match.group()
+            values.append((kind, value, _file_kinds(value) if kind in ("url", "file") else ""))
+        text = pattern.sub(" ", text)
+    return text, values
+
+
+def _file_kinds(value: str) -> str:
+    extension = _EXTENSION.search(value)
+    folders = [w for w in _WORD.findall(value.lower()) if w in FILE_KIND_WORDS]
+    return " ".join(([extension.group(1)] if extension else []) + folders[:-1 if extension else None])
 
 
 def content_words(text: str) -> int:
