@@ -22,10 +22,11 @@ _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")  # before paths: "corp.com"
 _QUOTED = re.compile(r"""(?<!\w)(?:'[^'\n]+'|"[^"\n]+"|`[^`\n]+`)(?!\w)""")  # "type 'hello world'"
 # Words that name a kind of file, as an extension or a folder ("/root/excel/", "~/pdf/"): the file-type
 # groups of the search's synonym table, and pdf.
-FILE_KIND_WORDS = frozenset(
-    "docx word xlsx xls excel pptx ppt powerpoint presentation slide md markdown txt text csv png jpg jpeg "
-    "image mp3 wav audio mp4 video html webpage pdf".split()
-)
+FILE_KIND_WORDS = frozenset({
+    "docx", "word", "xlsx", "xls", "excel", "pptx", "ppt", "powerpoint", "presentation", "slide", "md", "markdown",
+    "txt", "text", "csv", "png", "jpg", "jpeg", "image", "mp3", "wav", "audio", "mp4", "video", "html", "webpage",
+    "pdf",
+})
 VALUE_KINDS = (("url", _URL), ("email", _EMAIL), ("quoted", _QUOTED), ("file", _PATH))
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
