@@ -147,15 +147,17 @@ class SessionView:
 
 
 def _semantic_index(setting: str, cache_dir: Path | None) -> SemanticIndex | None:
-    """The semantic index when asked for (`on`, or `auto`) and installed; `on` but missing is a warning."""
+    """The semantic index when asked for and installed: `on`, or `auto` on a CPU that affords it (integer dot
+    products); `on` but missing is a warning."""
     if setting == "off":
         return None
     from proxy.search import SemanticIndex, semantic
 
+    if setting == "auto" and not (semantic.available() and semantic.affordable()):
+        logger.info("tool_search ranks lexically: %s", "this CPU has no integer dot-product instructions (semantic: "
+                    "on embeds anyway)" if semantic.available() else f"no semantic extra ({semantic.INSTALL_HINT})")
+        return None
     if not semantic.available():
-        if setting == "auto":
-            logger.info("tool_search ranks lexically: the semantic extra is not installed (%s)", semantic.INSTALL_HINT)
-            return None
         logger.warning("tool_search.semantic is on but its extra is not installed; searching lexically. "
                        "Install it with: %s", semantic.INSTALL_HINT)
         return None

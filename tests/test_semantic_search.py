@@ -178,8 +178,23 @@ def test_semantic_search_can_be_turned_off(tmp_path: Path) -> None:
 
 
 @needs_model
-def test_semantic_search_is_on_by_default_where_the_extra_is_installed(tmp_path: Path) -> None:
+def test_semantic_search_is_on_by_default_where_the_extra_is_installed_and_the_cpu_affords_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(semantic, "affordable", lambda: True)
     assert catalog(tmp_path, ToolsetsConfig()).semantic is not None
+    monkeypatch.setattr(semantic, "affordable", lambda: False)
+    assert catalog(tmp_path, ToolsetsConfig()).semantic is None
+    assert catalog(tmp_path, SEMANTIC_ON).semantic is not None
+
+
+@pytest.mark.parametrize(("flags", "affords"), [
+    ("flags\t\t: fpu sse2 avx2 avx512f avx512_vnni", True), ("flags\t\t: fpu sse2 avx2 avx_vnni", True),
+    ("Features\t: fp asimd asimddp", True), ("flags\t\t: fpu sse2 avx2 avx512f", False), ("", False)])
+def test_a_cpu_affords_embedding_when_it_has_integer_dot_products(tmp_path: Path, flags: str, affords: bool) -> None:
+    (cpuinfo := tmp_path / "cpuinfo").write_text(f"processor\t: 0\n{flags}\n")
+    assert semantic.affordable(cpuinfo) is affords
+    assert semantic.affordable(tmp_path / "missing") is False
 
 
 def test_by_default_a_missing_extra_means_lexical_search_without_a_warning(
