@@ -63,6 +63,16 @@ def _legacy(ctx: RequestContext) -> bool:
     return ctx.session.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS
 
 
+def _handshake_shaped(result: types.CallToolResult) -> types.CallToolResult:
+    """A 2026-era upstream may send any JSON value as `structuredContent`; the handshake-era schema takes only an
+    object, so there the value travels as the text the spec asks for beside it (added when it is missing)."""
+    value = result.structured_content
+    if value is None or isinstance(value, dict):
+        return result
+    content = result.content or [types.TextContent(type="text", text=json.dumps(value, ensure_ascii=False))]
+    return result.model_copy(update={"structured_content": None, "content": content})
+
+
 def _text_result(payload: Any, *, is_error: bool = False) -> types.CallToolResult:
     text = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
@@ -323,7 +333,7 @@ class Handlers:
         one that declared the tasks extension gets the task an upstream made of it (`_tasks`)."""
         if _legacy(ctx):
             key = session_key(ctx)
-            return await self._answer(ctx, params, SessionChannel(ctx, lambda: self.logs.level(key)))
+            return _handshake_shaped(await self._answer(ctx, params, SessionChannel(ctx, lambda: self.logs.level(key))))
 
         async def run(channel: RoundTripChannel) -> types.CallToolResult:
             return await self._answer(ctx, params, channel)
