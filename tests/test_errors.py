@@ -314,7 +314,7 @@ def test_only_values_that_could_be_credentials_are_remembered(value: str, remove
 def test_an_unset_variable_is_reported_in_words_not_redacted(tmp_path: Path) -> None:
     write_upstream(tmp_path, "svc", {"command": "server", "env": {"TOKEN": "${NOT_SET_VAR}"}})
     (problem,) = load_config(tmp_path, environ={}).problems
-    assert str(problem).endswith("env.TOKEN: environment variable NOT_SET_VAR is not set")
+    assert str(problem).endswith(": environment variable NOT_SET_VAR is not set (used in env.TOKEN)")
 
 
 @pytest.mark.parametrize("text", ["env.TOKEN: environment variable NOT_SET_VAR is not set",

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from conftest import missing_programs
 from mcp import MCPError, types
 
 from bench.cluster import redis_server
@@ -17,6 +18,8 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture
 async def redis_url(tmp_path: Path) -> AsyncIterator[str]:
+    if reason := missing_programs("redis-server"):
+        pytest.skip(reason)
     async with redis_server(tmp_path / "redis") as url:
         yield url
 
