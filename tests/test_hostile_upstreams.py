@@ -5,6 +5,7 @@ its own tool. Sizes are the issue's; `bench/hostile_upstreams.py` prints the sam
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 from pathlib import Path
@@ -28,8 +29,15 @@ async def run(tmp_path: Path, name: str) -> Abused:
     """The bench's run of abuse `name`; one that does not end (the abused server's tools never all registered,
     a burst never answered) fails after `LIMIT`."""
     flags, burst, registered = ABUSES[name]
-    with anyio.fail_after(LIMIT):
-        return await abused(tmp_path, flags, seconds=SECONDS, burst=burst, registered=registered)
+    # The objects the suite's earlier tests left in this process are not the gateway's: frozen, a collection of
+    # them (~0.4-0.9 s late in a whole-suite run, the one sample over the bound) stays out of the measurement.
+    gc.collect()
+    gc.freeze()
+    try:
+        with anyio.fail_after(LIMIT):
+            return await abused(tmp_path, flags, seconds=SECONDS, burst=burst, registered=registered)
+    finally:
+        gc.unfreeze()
 
 
 async def test_a_50_mb_description_is_cut_and_stalls_no_other_upstream(
