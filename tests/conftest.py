@@ -5,13 +5,14 @@ from __future__ import annotations
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 import uvicorn
 
-from bench.cluster import INSTALL_HINT, installed
+from bench.cluster import INSTALL_HINT, installed, redis_server
 
 
 @pytest.fixture
@@ -54,3 +55,12 @@ async def serve_app(app: Any, port: int | None = None) -> AsyncIterator[str]:
         finally:
             server.should_exit = True
             server.force_exit = True
+
+
+@pytest.fixture
+async def redis_url(tmp_path: Path) -> AsyncIterator[str]:
+    """A real redis-server for the test, on a free loopback port (skipped, naming the fix, where it is missing)."""
+    if reason := missing_programs("redis-server"):
+        pytest.skip(reason)
+    async with redis_server(tmp_path / "redis") as url:
+        yield url

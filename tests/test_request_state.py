@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
-from conftest import missing_programs
 from mcp import MCPError, types
 
-from bench.cluster import redis_server
 from proxy.downstream import RequestStates
 from proxy.shared import open_shared_state
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def redis_url(tmp_path: Path) -> AsyncIterator[str]:
-    if reason := missing_programs("redis-server"):
-        pytest.skip(reason)
-    async with redis_server(tmp_path / "redis") as url:
-        yield url
 
 
 def _refusal(states: RequestStates, state: str, principal: str) -> str:

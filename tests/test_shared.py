@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import anyio
 import pytest
-from conftest import missing_programs
 from inprocess import tool
 from redis.asyncio import Redis
 
-from bench.cluster import free_port, redis_server
+from bench.cluster import free_port
 from proxy.config import UpstreamConfig
 from proxy.shared import (
     MemoryResultStore,
@@ -23,14 +19,6 @@ from proxy.shared import (
 )
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def redis_url(tmp_path: Path) -> AsyncIterator[str]:
-    if reason := missing_programs("redis-server"):
-        pytest.skip(reason)
-    async with redis_server(tmp_path / "redis") as url:
-        yield url
 
 
 async def test_memory_results_expire_and_stay_within_their_bound() -> None:
