@@ -47,6 +47,18 @@ def principal_of(scope: Scope) -> str:
     return f"address:{client[0] if client else '-'}"
 
 
+class StatusWatch:
+    """An ASGI `send` that passes every message on and keeps the response's status (0 until it starts)."""
+
+    def __init__(self, send: Send) -> None:
+        self.send, self.status = send, 0
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+        await self.send(message)
+
+
 @dataclass
 class _Session:
     principal: str
@@ -119,14 +131,7 @@ class SessionAdmission:
     async def _serve(self, session_id: str, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve a request of a known session, counting it in flight; a 404 or a DELETE ends the session."""
         session = self._sessions[session_id]
-        status = 0
-
-        async def watched(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
+        watched = StatusWatch(send)
         session.in_flight += 1
         session.last_active = time.monotonic()
         try:
@@ -134,7 +139,7 @@ class SessionAdmission:
         finally:
             session.in_flight -= 1
             session.last_active = time.monotonic()
-            if status == 404 or (scope["method"] == "DELETE" and 200 <= status < 300):
+            if watched.status == 404 or (scope["method"] == "DELETE" and 200 <= watched.status < 300):
                 self._remove(session_id)
 
     def _room_possible(self, principal: str) -> bool:

@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from proxy.downstream._admission import SessionAdmission
+from proxy.downstream._admission import SessionAdmission, StatusWatch
 from proxy.downstream._drain import StreamDrain
 from proxy.downstream._replica import ReplicaMarker
 from proxy.downstream._resource import ALLOWED_PROFILES_SCOPE_KEY, ProtectedResource
@@ -165,17 +165,10 @@ class HttpApp:
         if scope["method"] != "DELETE" or self.forget is None:
             await self.admission(scope, receive, send)
             return
-        status = 0
-
-        async def watched(message: Any) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
+        watched = StatusWatch(send)
         await self.admission(scope, receive, watched)
         session = Headers(scope=scope).get("mcp-session-id")
-        if session and 200 <= status < 300:
+        if session and 200 <= watched.status < 300:
             self.forget(session)
 
     async def _healthz(self, scope: Scope, receive: Receive, send: Send) -> None:
