@@ -10,7 +10,7 @@ PYTHON=${PYTHON:-python3}
 PIP_FLAGS=(--quiet --disable-pip-version-check)
 
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-.venv/bin/pip install "${PIP_FLAGS[@]}" -e '.[test,semantic]'  # semantic: ~140 MB, so its tests run in CI
+.venv/bin/pip install "${PIP_FLAGS[@]}" -e '.[test,semantic,otel]'  # semantic: ~140 MB, otel: span export; both so their tests run in CI
 
 for pkg in mcp-server-time mcp-server-git; do
   if [ ! -x ".fleet/$pkg/bin/$pkg" ]; then
