@@ -14,10 +14,12 @@ from typing import Any
 import anyio
 import httpx2
 import yaml
+from conftest import free_port
 from mcp import StdioServerParameters, stdio_client
 
 CATALOG_SERVER = str(Path(__file__).parent.parent / "servers" / "catalog_server.py")
 REPO = Path(__file__).resolve().parent.parent.parent
+MCPSERVER_FIXTURE = REPO / "tests" / "servers" / "mcpserver_fixture.py"
 
 
 def write_fleet(directory: Path, servers: dict[str, list[str]], toolsets: dict[str, Any] | None = None) -> Path:
@@ -46,31 +48,52 @@ def serve_stdio(config_dir: Path, *extra: str) -> Any:
 
 
 @asynccontextmanager
-async def serve_http(config_dir: Path, port: int, *extra: str, env: dict[str, str] | None = None
-                     ) -> AsyncIterator[str]:
-    """`toolbridge serve --transport http` as a subprocess; yields its base URL once it answers."""
-    command = [sys.executable, "-m", "proxy", "serve", "--transport", "http", "--port", str(port),
-               "--config-dir", str(config_dir), *extra]
-    environment = {**os.environ, "TOOLBRIDGE_LOG_LEVEL": "warning", **(env or {})}
-    process = await anyio.open_process(command, env=environment, stdout=subprocess.DEVNULL, stderr=None)
-    base = f"http://127.0.0.1:{port}"
+async def http_process(command: Sequence[str], probe: str, *, ready: Sequence[int] = (), timeout: float = 20,
+                       env: dict[str, str] | None = None, stderr: Any = None) -> AsyncIterator[None]:
+    """A subprocess serving HTTP, yielded once `probe` answers (with a status in `ready`, when given)."""
+    process = await anyio.open_process(list(command), env=env, stdout=subprocess.DEVNULL, stderr=stderr, cwd=str(REPO))
     try:
         async with httpx2.AsyncClient() as http:
-            with anyio.fail_after(20):
+            with anyio.fail_after(timeout):
                 while True:
                     try:
-                        # Listening is enough: 503 means the fleet is still settling, which some tests watch.
-                        if (await http.get(f"{base}/healthz")).status_code in (200, 503):
+                        status = (await http.get(probe)).status_code
+                        if not ready or status in ready:
                             break
                     except httpx2.TransportError:
-                        await anyio.sleep(0.05)
-        yield base
+                        pass
+                    await anyio.sleep(0.05)
+        yield
     finally:
         process.terminate()
         with anyio.move_on_after(10, shield=True):
             await process.wait()
         if process.returncode is None:
             process.kill()
+
+
+@asynccontextmanager
+async def serve_http(config_dir: Path, port: int, *extra: str, env: dict[str, str] | None = None,
+                     stderr: Any = None, ready: Sequence[int] = (200, 503)) -> AsyncIterator[str]:
+    """`toolbridge serve --transport http` as a subprocess; yields its base URL once it answers.
+
+    By default listening is enough: 503 means the fleet is still settling, which some tests watch."""
+    command = [sys.executable, "-m", "proxy", "serve", "--transport", "http", "--port", str(port),
+               "--config-dir", str(config_dir), *extra]
+    environment = {**os.environ, "TOOLBRIDGE_LOG_LEVEL": "warning", **(env or {})}
+    base = f"http://127.0.0.1:{port}"
+    async with http_process(command, f"{base}/healthz", ready=ready, env=environment, stderr=stderr, timeout=30):
+        yield base
+
+
+@asynccontextmanager
+async def mcpserver_over_http() -> AsyncIterator[str]:
+    """The SDK `MCPServer` fixture as its own process (its server object serves one HTTP app per process)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    async with http_process([sys.executable, str(MCPSERVER_FIXTURE), "--http", str(port)], url,
+                            stderr=subprocess.DEVNULL):
+        yield url
 
 
 def wire(tools: Sequence[Any]) -> bytes:

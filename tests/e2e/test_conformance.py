@@ -12,10 +12,7 @@ input-required rounds on 2026-07-28) and `MCPServer` with its session helpers
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +21,12 @@ import httpx2
 import pytest
 import yaml
 from conftest import free_port, serve_app
-from fleetdir import serve_http
+from fleetdir import MCPSERVER_FIXTURE, mcpserver_over_http, serve_http
 from mcp import Client, StdioServerParameters, stdio_client, types
 from servers.conformance_fixture import http_app
 
 REPO = Path(__file__).resolve().parent.parent.parent
 FIXTURE = REPO / "tests" / "servers" / "conformance_fixture.py"
-MCPSERVER_FIXTURE = REPO / "tests" / "servers" / "mcpserver_fixture.py"
 SCRIPT = REPO / "scripts" / "conformance.py"
 SUITE = REPO / ".tools" / "conformance" / "node_modules" / "@modelcontextprotocol" / "conformance"
 
@@ -144,34 +140,11 @@ async def test_suite_passes_the_same_scenarios_through_toolbridge(transport: str
     assert result["warnings"] == WARNINGS
 
 
-@asynccontextmanager
-async def _mcpserver_fixture_over_http() -> AsyncIterator[str]:
-    """The `MCPServer` fixture as its own process (its server object serves one HTTP app per process)."""
-    port = free_port()
-    process = await anyio.open_process([sys.executable, str(MCPSERVER_FIXTURE), "--http", str(port)],
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        async with httpx2.AsyncClient() as http:
-            with anyio.fail_after(20):
-                while True:
-                    try:
-                        await http.get(f"{base}/mcp")
-                        break
-                    except httpx2.TransportError:
-                        await anyio.sleep(0.1)
-        yield f"{base}/mcp"
-    finally:
-        process.terminate()
-        with anyio.move_on_after(5, shield=True):
-            await process.wait()
-
-
 @needs_suite
 async def test_an_mcpserver_fixture_passes_through_toolbridge_what_it_passes_directly(tmp_path: Path) -> None:
     """Its tools sample and elicit over a back channel, which a 2026-07-28 connection lacks: toolbridge
     (which reaches it in that era first) must notice and speak the handshake era to it."""
-    async with _mcpserver_fixture_over_http() as url:
+    async with mcpserver_over_http() as url:
         direct, output = await _run_suite(url, tmp_path / "direct.json")
         assert set(direct["passed"]) == set(SCENARIOS) - MCPSERVER_MISSES, output
         for transport, target in (("stdio", {"command": sys.executable, "args": [str(MCPSERVER_FIXTURE)]}),

@@ -10,19 +10,15 @@ Downstream clients of both eras must get each request and the upstream their ans
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx2
 import pytest
 import yaml
-from conftest import free_port, serve_app
-from fleetdir import REPO, serve_stdio
+from conftest import serve_app
+from fleetdir import REPO, mcpserver_over_http, serve_stdio
 from mcp import Client, types
 from servers.conformance_fixture import http_app
 
@@ -51,27 +47,6 @@ async def _roots(ctx: Any) -> types.ListRootsResult:
 
 def _text(result: types.CallToolResult) -> str:
     return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
-
-
-@asynccontextmanager
-async def _mcpserver_over_http() -> AsyncIterator[str]:
-    port = free_port()
-    process = await anyio.open_process([sys.executable, str(SERVERS / "mcpserver_fixture.py"), "--http", str(port)],
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        async with httpx2.AsyncClient() as http:
-            with anyio.fail_after(20):
-                while True:
-                    try:
-                        await http.get(f"http://127.0.0.1:{port}/mcp")
-                        break
-                    except httpx2.TransportError:
-                        await anyio.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        with anyio.move_on_after(5, shield=True):
-            await process.wait()
 
 
 def _config(directory: Path, upstreams: dict[str, dict[str, Any]]) -> Path:
@@ -104,7 +79,7 @@ EXPECTED = [
 @pytest.mark.skipif(NODE is None, reason="node is not installed")
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_every_upstream_shape_reaches_a_client_of_either_era(mode: str, tmp_path: Path) -> None:
-    async with serve_app(http_app()) as lowlevel, _mcpserver_over_http() as pyhttp:
+    async with serve_app(http_app()) as lowlevel, mcpserver_over_http() as pyhttp:
         config = _config(tmp_path, {
             "lowlevel": {"url": f"{lowlevel}/mcp"},
             "pyhttp": {"url": pyhttp},

@@ -26,7 +26,7 @@ import httpx2
 import pytest
 import yaml
 from conftest import free_port, serve_app
-from e2e.fleetdir import REPO
+from e2e.fleetdir import REPO, serve_http
 from mcp import Client, MCPError, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.lowlevel import Server
@@ -83,27 +83,9 @@ def write_config(directory: Path, keyed_url: str) -> Path:
 
 @asynccontextmanager
 async def serving(config: Path, stderr: Path) -> AsyncIterator[str]:
-    port = free_port()
-    command = [sys.executable, "-m", "proxy", "serve", "--transport", "http", "--port", str(port),
-               "--config-dir", str(config), "--log-level", "info"]
     with stderr.open("wb") as errors:
-        process = await anyio.open_process(command, stdout=subprocess.DEVNULL, stderr=errors, cwd=str(REPO))
-        base = f"http://127.0.0.1:{port}"
-        try:
-            async with httpx2.AsyncClient() as http:
-                with anyio.fail_after(30):
-                    while True:
-                        try:
-                            if (await http.get(f"{base}/healthz")).status_code == 200:
-                                break
-                        except httpx2.TransportError:
-                            pass
-                        await anyio.sleep(0.1)
+        async with serve_http(config, free_port(), "--log-level", "info", stderr=errors, ready=(200,)) as base:
             yield base
-        finally:
-            process.terminate()
-            with anyio.move_on_after(10, shield=True):
-                await process.wait()
 
 
 def texts(result: types.CallToolResult) -> str:
