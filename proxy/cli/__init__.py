@@ -19,28 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx2
 from mcp import MCPDeprecationWarning
 
 from proxy import __version__
 from proxy.app import Gateway, HttpOptions, fingerprints_path, run_gateway, serve
+from proxy.cli._reports import catalog_report, fetch_status, print_catalog, print_status
 from proxy.config import Config, Imported, import_client_config, load_config
 from proxy.downstream import LOOPBACK_HOSTS, REPLICA_ID_PATTERN, bridge
-from proxy.errors import DanglingName, UpstreamError, redact, remember_secrets
-from proxy.listing import estimate_tokens
-from proxy.ops import (
-    PROFILE_COLUMNS,
-    UPSTREAM_COLUMNS,
-    SafeFormatter,
-    Written,
-    connect_hint,
-    export_traces,
-    init_config_dir,
-    plain_table,
-    status_rows,
-    write_upstreams,
-)
-from proxy.text import escape
+from proxy.errors import DanglingName, UpstreamError, remember_secrets
+from proxy.ops import SafeFormatter, Written, connect_hint, export_traces, init_config_dir, write_upstreams
 from proxy.upstream import FingerprintStore, UpstreamState, login, token_store
 
 logger = logging.getLogger("proxy")
@@ -157,84 +144,6 @@ async def _with_fleet(args: argparse.Namespace, config: Config, work: Any) -> An
         await gateway.wait_until_ready(args.wait)
         tg.cancel_scope.cancel()
         return work(gateway)
-
-
-def _catalog_report(gateway: Gateway, profile: str) -> dict[str, Any]:
-    view = gateway.views.for_profile(profile)
-    tools = [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in view.surface.tools]
-    raw = [gateway.registry.tools[n].tool.model_dump(by_alias=True, exclude_none=True, mode="json")
-           for n in sorted(view.scope)]
-    sent, full = estimate_tokens(json.dumps(tools)), estimate_tokens(json.dumps(raw))
-    return {
-        "profile": profile,
-        "context_tokens": view.context_tokens,
-        "tier": view.surface.tier,
-        "form": view.surface.form,
-        "budget": view.surface.budget,
-        "listing_tokens": view.surface.listing_tokens,
-        "deferred_tools": view.surface.deferred_count,
-        "core_tools": len(view.core),
-        "tokens": sent,
-        "raw_schema_tokens": full,
-        "reduction_pct": round(100 * (1 - sent / full), 1) if full else 0.0,
-        "tools": tools,
-    }
-
-
-def _print_catalog(report: dict[str, Any], as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(report, indent=2, ensure_ascii=False))
-        return
-    print(f"profile: {report['profile']}  context: {report['context_tokens'] or 'unknown'}  "
-          f"tier: {report['tier']}  form: {report['form']}  budget: {report['budget']} tokens")
-    print(f"core tools: {report['core_tools']}  deferred tools: {report['deferred_tools']}  "
-          f"listing: ~{report['listing_tokens']} tokens")
-    print(f"tools/list: ~{report['tokens']} tokens; the raw schemas would be ~{report['raw_schema_tokens']} "
-          f"({report['reduction_pct']}% smaller)")
-    for tool in report["tools"]:
-        print(f"\n## {tool['name']}\n{tool.get('description', '')}")
-        print(json.dumps(tool.get("inputSchema", {}), ensure_ascii=False))
-
-
-def _fetch_status(url: str, token: str | None) -> dict[str, Any]:
-    """`GET <url>/status` of a running proxy."""
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    try:
-        response = httpx2.get(url.rstrip("/") + "/status", headers=headers, timeout=10)
-        if response.status_code == 401:
-            given = "the token given was refused" if token else "no token was given"
-            raise SystemExit(f"toolbridge: {url} needs a bearer token ({given}): pass --auth-token or set "
-                             "TOOLBRIDGE_AUTH_TOKEN")
-        response.raise_for_status()
-        return response.json()
-    except (httpx2.HTTPError, ValueError) as exc:
-        raise SystemExit(f"toolbridge: cannot read {url}/status: {redact(str(exc))}") from None
-
-
-def _print_status(report: dict[str, Any]) -> None:
-    upstreams, profiles = status_rows(report)
-    tables = [(UPSTREAM_COLUMNS, upstreams), (PROFILE_COLUMNS, profiles)]
-    if sys.stdout.isatty():
-        from rich.console import Console  # rich costs `serve` start-up time it never needs
-        from rich.table import Table
-        from rich.text import Text
-
-        console = Console()
-        for columns, rows in tables:
-            table = Table(*columns)
-            for row in rows:
-                table.add_row(*map(Text, row))  # Text: a cell's "[...]" is text, never rich markup
-            console.print(table)
-    else:
-        print("\n\n".join(plain_table(columns, rows) for columns, rows in tables))
-    for problem in report["config_problems"]:
-        print(f"config problem: {escape(str(problem))}")
-    for change in report.get("tool_changes", []):
-        print(escape(f"tool {change['kind']}: {change['server']} {change['tool']} (seen {change['seen']}), "
-                     f"{'withheld' if change['held'] else 'served'} until `toolbridge approve {change['server']}`"))
-    for entry in report.get("shadowed_uris", []):
-        print(escape(f"shadowed {entry['kind']}: {entry['uri']} is {entry['owner']}'s; {', '.join(entry['shadowed'])} "
-                     f"listed it later (reachable as {', '.join(entry['reachable_as'])})"))
 
 
 def _approve(args: argparse.Namespace) -> int:
@@ -398,7 +307,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "init":
         return _init(args)
     if args.command == "status" and args.url:
-        _print_status(_fetch_status(args.url, _auth_token(args)))
+        print_status(fetch_status(args.url, _auth_token(args)))
         return 0
     config = _load(args)
     if args.command == "check":
@@ -410,7 +319,7 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     profile = args.profile or "default"
     if args.command == "catalog":
-        _print_catalog(anyio.run(_with_fleet, args, config, lambda g: _catalog_report(g, profile)), args.json)
+        print_catalog(anyio.run(_with_fleet, args, config, lambda g: catalog_report(g, profile)), args.json)
     elif args.command == "search":
         query = {"queries": args.queries, "limit": args.limit}
         def run_search(g: Gateway) -> dict[str, Any]:
@@ -419,7 +328,7 @@ def _run(args: argparse.Namespace) -> int:
         result = anyio.run(_with_fleet, args, config, run_search)
         print(json.dumps(result, indent=2, ensure_ascii=False))
     elif args.command == "status":
-        _print_status(anyio.run(_with_fleet, args, config, lambda g: g.status()))
+        print_status(anyio.run(_with_fleet, args, config, lambda g: g.status()))
     return 0
 
 
