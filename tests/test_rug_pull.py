@@ -106,7 +106,9 @@ async def test_on_a_pinned_server_the_changed_tool_is_withheld_until_approved(tm
         during = await listed(client)
         assert "ctl__echo" not in during and "ctl__change_tool" in during
         assert [(c["tool"], c["held"]) for c in gateway.status()["tool_changes"]] == [("echo", True)]
-        assert "echo" not in cached_descriptions(gateway)  # a restart listing from the cache withholds it too
+        with anyio.fail_after(15):  # a restart listing from the cache withholds it too (written in a thread)
+            while "echo" in cached_descriptions(gateway):
+                await anyio.sleep(0.02)
         assert cli.main(["approve", "ctl", "echo", "--config-dir", str(tmp_path)]) == 0
         await until(gateway, lambda: echo_description(gateway) == POISONED)  # the running proxy follows the file
         assert (await listed(client))["ctl__echo"].description == POISONED
