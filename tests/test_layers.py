@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 LAYER_OF = {entry: depth for depth, entries in enumerate(LAYERS) for entry in entries}
 # Pure code: data to data, no network, processes or event loop (STYLE.md "Pure code").
 PURE = ("names.py", "text.py", "toolsets.py", "listing.py", "surface.py", "config/_models.py", "config/_loading.py",
-        "config/_importer.py", "search/_index.py", "search/_postings.py", "search/_stemming.py",
+        "config/_importer.py", "search/_index.py", "search/_postings.py", "search/_stemming.py", "search/_synonyms.py",
         "downstream/_arguments.py")
 IO_LIBRARIES = ("socket", "ssl", "subprocess", "asyncio", "anyio", "httpx2", "uvicorn", "starlette", "mcp.client",
                 "mcp.server")

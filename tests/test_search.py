@@ -13,6 +13,7 @@ from bench.search_eval import catalogs_dir, load_catalog, load_queries
 from proxy.search import SearchDoc, SearchIndex, doc_from_tool, tokenize
 from proxy.search import _documents as documents
 from proxy.search import _index as search
+from proxy.search import _postings as postings
 from proxy.search._stemming import split_values, stem
 from proxy.text import split_clauses
 
@@ -197,11 +198,11 @@ def test_term_caches_stay_bounded_and_answers_stay_the_same(monkeypatch: pytest.
         return idx
 
     queries = ["file", "pull request", "issue repository", "read", "users", "file", "open PR contents"] * 2
-    monkeypatch.setattr(search, "TERM_CACHE_BYTES", 0)  # only the latest term's arrays stay
+    monkeypatch.setattr(postings, "TERM_CACHE_BYTES", 0)  # only the latest term's arrays stay
     bounded = build()
     answers = [bounded.search(query, limit=5) for query in queries]
     assert len(bounded._impacts_cache) == len(bounded._arrays) == 1
-    monkeypatch.setattr(search, "TERM_CACHE_BYTES", 1 << 30)
+    monkeypatch.setattr(postings, "TERM_CACHE_BYTES", 1 << 30)
     unbounded = build()
     assert answers == [unbounded.search(query, limit=5) for query in queries]
     assert len(unbounded._impacts_cache) > 10

@@ -9,13 +9,11 @@ per-term arrays (`_postings`), kept per server in flat arrays.
 from __future__ import annotations
 
 import bisect
-import functools
 import itertools
 import math
 from collections import defaultdict
 from collections.abc import Collection, Generator, Iterable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -23,64 +21,8 @@ import numpy.typing as npt
 from proxy.search import _postings as postings
 from proxy.search._documents import FIELDS, SearchDoc, field_counts, name_acronyms, server_boilerplate
 from proxy.search._stemming import STOP_WORDS, content_words, split_values, split_words, stem, tokenize
+from proxy.search._synonyms import synonyms
 from proxy.text import split_clauses
-
-A = TypeVar("A", bound=tuple[npt.NDArray[Any], ...])
-
-# Generic software action/object synonyms and abbreviations, groups split by ";" or a line end ("_" joins a
-# two-word phrase). A query word adds the other members of its groups at SYNONYM_WEIGHT, so "erase" still
-# finds "delete_file" (query expansion with down-weighted synonyms).
-_SYNONYM_TEXT = """
-list show display enumerate browse view; get fetch retrieve read view show obtain load look_up
-create add new make insert generate build compose draft open
-delete remove drop erase destroy purge trash discard wipe; clear empty reset wipe
-update edit modify change set alter patch adjust amend revise
-search find query lookup look_up locate discover seek filter
-run execute start trigger launch invoke kick_off perform; stop cancel halt terminate kill abort end
-save store persist remember record keep memorize; write save output put
-send post publish share submit deliver notify; upload attach import ingest; download export save fetch
-copy duplicate clone replicate; move relocate transfer rename; rename retitle; close resolve finish complete done
-merge combine join consolidate; compare diff difference; count number tally total how_many
-sort order arrange rank; summarize summary digest overview recap; convert transform translate export
-check validate verify test lint audit; analyze analyse evaluate assess examine inspect
-navigate go visit goto open browse; click press tap; type fill enter input; wait pause sleep delay
-schedule book plan arrange; approve accept confirm authorize; reject decline deny refuse
-assign allocate delegate; install setup deploy provision; restart reboot reload refresh; enable activate turn_on
-disable deactivate turn_off; login signin sign_in authenticate log_in
-speak aloud say voice speech tts text_to_speech synthesize; transcribe dictate speech_to_text recognize
-user account member people person profile developer collaborator contributor; file document doc
-folder directory dir; repo repository project codebase; message email mail inbox
-image picture photo screenshot snapshot pic; chart graph plot diagram visualization visualize
-table spreadsheet sheet workbook grid; database db datastore; meeting event appointment invite invitation
-task todo to_do ticket chore; bug issue defect problem ticket; pipeline ci build workflow job cicd
-log logs trace history audit journal; error failure exception crash fault
-permission access role sharing acl grant privilege; setting config configuration option preference
-vm virtual_machine instance compute host machine; website page site url web link webpage
-cost price pricing billing charge fee spend; text content body; time date timezone clock
-key secret credential password token; commit revision changeset; status state health
-info information detail metadata property attribute describe; tab window; note memo annotation
-chat conversation channel thread space; audio sound speech voice mp3 wav; video movie clip
-comment reply remark feedback; label tag category; container docker pod; storage bucket blob
-package library dependency module; template boilerplate sample example; schema structure field layout
-column field attribute; row record entry line; entity node object; relation relationship link edge connection
-observation fact memory knowledge; article post blog story news; docs documentation manual reference guide
-code source snippet script; app application; org organization; env environment; auth authentication
-cert certificate; msg message; img image; repo repository; db database; doc document; dir directory
-info information; config configuration; pr pull_request; mr merge_request; k8s kubernetes; js javascript
-ts typescript; py python; docx word_document; xlsx xls excel; pptx ppt powerpoint presentation slide
-md markdown; txt text; csv comma_separated; png jpg jpeg image; mp3 wav audio; mp4 video; html webpage
-"""
-
-
-@functools.cache
-def _synonyms() -> dict[tuple[str, ...], frozenset[tuple[str, ...]]]:
-    """Stemmed trigger (one word or a two-word phrase) -> stemmed members of its groups."""
-    table: dict[tuple[str, ...], set[tuple[str, ...]]] = defaultdict(set)
-    for line in _SYNONYM_TEXT.replace(";", "\n").strip().splitlines():
-        members = {tuple(stem(w) for w in m.split("_")) for m in line.split()}
-        for member in members:
-            table[member] |= members - {member}
-    return {k: frozenset(v) for k, v in table.items()}
 
 
 @dataclass(frozen=True)
@@ -120,9 +62,6 @@ class _Entry:
 
 # Session scopes whose document mask is kept until the index changes (views are cached, so few recur).
 SCOPE_MASKS = 8
-# Bytes of joined postings, and of impacts, kept per term, least recently used out first: at 50,000 tools
-# a common term's take ~0.2 MB, the dev queries' ~12 MB in all, and every term's ~3 copies of the postings.
-TERM_CACHE_BYTES = 8 << 20
 
 
 class SearchIndex:
@@ -139,9 +78,9 @@ class SearchIndex:
         self._terms: list[str] = []
         self._total_lengths = [0] * len(FIELDS)
         # Lazy caches: arrays per term (dropped when its postings change), the rest until any change.
-        self._arrays: _TermCache[postings.Chunk] = _TermCache()
+        self._arrays: postings.TermCache[postings.Chunk] = postings.TermCache()
         self._factors: postings.Floats | None = None  # per-doc field weight / length norm
-        self._impacts_cache: _TermCache[tuple[postings.Ids, postings.Floats]] = _TermCache()
+        self._impacts_cache: postings.TermCache[tuple[postings.Ids, postings.Floats]] = postings.TermCache()
         self._masks: dict[int, tuple[frozenset[str], npt.NDArray[np.bool_]]] = {}
         self._exact: dict[str, str | tuple[str, ...]] = {}  # almost always one name: the name, not a tuple
         self.version = 0  # changes with every change to the tools or the ranking, so rankings can be kept
@@ -333,7 +272,7 @@ class SearchIndex:
         """Synonyms of the query's words and two-word phrases, at the synonym weight split over a phrase."""
         if not self.ranking.synonyms:
             return {}
-        table = _synonyms()
+        table = synonyms()
         triggers = [(s,) for s in stems if s in kept] + list(itertools.pairwise(stems))
         out: dict[str, float] = {}
         for trigger in triggers:
@@ -398,43 +337,6 @@ class SearchIndex:
             return score * (1 + weight * covered)
 
         return {names[i]: s for i, s in postings.top_boosted(scores, limit, 1 + weight, boost).items()}
-
-
-class _TermCache(Generic[A]):
-    """Arrays per term, least recently used out first once they take over TERM_CACHE_BYTES."""
-
-    def __init__(self) -> None:
-        self._items: dict[str, A] = {}
-        self._bytes = 0
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def get(self, term: str) -> A | None:
-        value = self._items.pop(term, None)
-        if value is not None:
-            self._items[term] = value  # now the most recently used
-        return value
-
-    def put(self, term: str, value: A) -> None:
-        self.discard(term)
-        self._items[term] = value
-        self._bytes += _nbytes(value)
-        while self._bytes > TERM_CACHE_BYTES and len(self._items) > 1:
-            self.discard(next(iter(self._items)))
-
-    def discard(self, term: str) -> None:
-        value = self._items.pop(term, None)
-        if value is not None:
-            self._bytes -= _nbytes(value)
-
-    def clear(self) -> None:
-        self._items.clear()
-        self._bytes = 0
-
-
-def _nbytes(arrays: tuple[npt.NDArray[Any], ...]) -> int:
-    return sum(array.nbytes for array in arrays)
 
 
 def balance_clauses(terms: dict[str, float], query: str, balance: float) -> dict[str, float]:
