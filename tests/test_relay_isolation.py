@@ -131,6 +131,39 @@ async def test_concurrent_users_never_get_each_others_sampling_requests(tmp_path
         assert all("reached no downstream caller" in text for text in refused), refused[:3]
 
 
+@asynccontextmanager
+async def _listening(url: str, issuer: Issuer, name: str, heard: list[str]) -> AsyncIterator[Client]:
+    """A handshake-era client of user `name` that set log level debug and records each log message's text."""
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        heard.append(str(params.data))
+
+    headers = {"Authorization": f"Bearer {issuer.token(sub=name)}"}
+    async with httpx2.AsyncClient(headers=headers) as http, \
+            Client(streamable_http_client(url, http_client=http), mode="legacy", logging_callback=on_log) as client:
+        await client.set_logging_level("debug")
+        yield client
+
+
+async def test_concurrent_users_never_get_each_others_upstream_log_messages(tmp_path: Path) -> None:
+    """A handshake-era upstream's log messages name no call: with two calls in flight none is claimed, and an
+    OAuth user must not be shown what may be the other user's."""
+    heard: dict[str, list[str]] = {"alice": [], "bob": []}
+    async with _deployment(tmp_path, True) as (url, issuer), \
+            _listening(url, issuer, "alice", heard["alice"]) as a, _listening(url, issuer, "bob", heard["bob"]) as b:
+        assert issuer is not None
+        with anyio.fail_after(30):
+            assert _text(await a.call_tool("whoami_logging", {"tag": "alice-alone"})) == "alice-alone"
+        with anyio.fail_after(120):
+            for i in range(ROUNDS // 4):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(a.call_tool, "whoami_logging", {"tag": f"alice-{i}"})
+                    tg.start_soon(b.call_tool, "whoami_logging", {"tag": f"bob-{i}"})
+            await anyio.sleep(0.5)  # messages no call claimed are delivered on their own
+    assert heard["alice"][:2] == ["alice-alone started", "alice-alone done"]  # one call in flight: claimed
+    assert [m for m in heard["alice"] if not m.startswith("alice-")] == []
+    assert [m for m in heard["bob"] if not m.startswith("bob-")] == []
+
+
 async def test_a_request_state_is_refused_from_another_principal_and_when_altered(tmp_path: Path) -> None:
     alice, bob = User("alice"), User("bob")
     answer = types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="forged"),

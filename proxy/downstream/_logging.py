@@ -4,7 +4,9 @@ A session's level filters what it receives; it is also forwarded to the servers 
 take `logging/setLevel` (on a shared connection the last level set there wins, so each session's
 own filter is what holds). A log message tied to a call goes to that call's caller (see
 `proxy.upstream.InFlight`); one tied to none goes to the sessions that set a level admitting it
-and have the server in scope.
+and have the server in scope, unless they act for a user of their own (an OAuth subject): the
+message may be about another user's call (two calls in flight on a handshake-era connection), and
+the one who sees a shared upstream's words about a call must be its caller.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import anyio
 from mcp import types
 
 from proxy.downstream._channels import RequestContext, admits, log_notification
+from proxy.downstream._identity import ANONYMOUS_PRINCIPAL, LOCAL_PRINCIPAL, principal
 from proxy.downstream._protocol import Upstreams
 from proxy.errors import ToolbridgeError
 from proxy.views import Views
@@ -36,6 +39,7 @@ class _Listener:
     level: types.LoggingLevel
     profile: str
     send: Callable[[types.LoggingMessageNotification], Awaitable[None]]
+    shares_upstreams: bool  # acts for no user of its own (stdio, or HTTP without per-user tokens)
 
 
 class SessionLogs:
@@ -59,7 +63,8 @@ class SessionLogs:
         self, ctx: RequestContext, key: Hashable | None, profile: str, level: types.LoggingLevel
     ) -> types.EmptyResult:
         if key is not None:
-            self._sessions[key] = _Listener(level, profile, ctx.session.send_notification)
+            shares = principal(ctx) in (LOCAL_PRINCIPAL, ANONYMOUS_PRINCIPAL)
+            self._sessions[key] = _Listener(level, profile, ctx.session.send_notification, shares)
             self._sessions.move_to_end(key)
             while len(self._sessions) > _MAX_SESSIONS:
                 self._sessions.popitem(last=False)
@@ -87,7 +92,7 @@ class SessionLogs:
         notification = log_notification(server, params)
         for key, listener in list(self._sessions.items()):
             in_scope = server in self.views.for_profile(listener.profile).servers
-            if not in_scope or not admits(listener.level, params.level):
+            if not (in_scope and listener.shares_upstreams and admits(listener.level, params.level)):
                 continue
             with anyio.move_on_after(_SEND_TIMEOUT):
                 try:

@@ -174,6 +174,15 @@ async def whoami_sampling(tag: str, ctx: Context, delay: float = 0.02) -> str:
     return await _sample_text(ctx, tag)
 
 
+@mcp.tool(name="whoami_logging")
+async def whoami_logging(tag: str, ctx: Context, delay: float = 0.05) -> str:
+    """Logs `tag` twice, `delay` seconds apart (concurrent callers overlap), with nothing tying it to the call."""
+    for step in ("started", "done"):
+        await ctx.info(f"{tag} {step}")
+        await anyio.sleep(delay)
+    return tag
+
+
 @mcp.tool(name="late_sampling")
 async def late_sampling(tag: str, ctx: Context, delay: float = 0.5) -> str:
     """Samples after `delay` seconds even when the call was cancelled meanwhile (a server that ignores it)."""
