@@ -1,10 +1,13 @@
-"""Shared fixtures: the anyio backend, a free TCP port, and uvicorn apps run inside a task."""
+"""Shared fixtures: the anyio backend, a free TCP port, and uvicorn apps run inside a task; and, under
+pytest-xdist, a turn of its own for each test marked `alone`."""
 
 from __future__ import annotations
 
+import fcntl
 import socket
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +16,35 @@ import pytest
 import uvicorn
 
 from bench.cluster import INSTALL_HINT, installed, redis_server
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    with _turn(item):
+        return (yield)
+
+
+@contextmanager
+def _turn(item: pytest.Item) -> Iterator[None]:
+    """Tests share the machine's cores across xdist workers; one marked `alone` (it bounds a latency)
+    runs, set-up to teardown, while no other test does.
+
+    A turnstile of two file locks: every test passes the gate and takes the room shared; an `alone`
+    test holds the gate while it waits for the room to empty, so no new test slips in meanwhile.
+    """
+    workerinput = getattr(item.config, "workerinput", None)
+    if workerinput is None:  # one process: every test is alone already
+        yield
+        return
+    alone = item.get_closest_marker("alone") is not None
+    directory = Path(tempfile.gettempdir()) / f"toolbridge-tests-{workerinput['testrunuid']}"
+    directory.mkdir(exist_ok=True)
+    with (directory / "gate").open("a") as gate, (directory / "room").open("a") as room:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        fcntl.flock(room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        if not alone:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        yield  # closing the files releases the locks
 
 
 @pytest.fixture

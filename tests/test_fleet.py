@@ -162,6 +162,7 @@ async def test_a_change_after_a_quiet_interval_is_relisted_at_once(
             await wait_for(lambda: "a__fresh" in registry.tools, registry)
 
 
+@pytest.mark.alone
 async def test_twenty_upstreams_start_concurrently(tmp_path: Path) -> None:
     upstreams = [tiny_config(f"s{i:02d}") for i in range(18)]
     upstreams += [tiny_config("slow", "--slow-start", "10", connect_timeout=30),
@@ -180,6 +181,7 @@ async def test_twenty_upstreams_start_concurrently(tmp_path: Path) -> None:
         assert "connect_timeout" in fleet.status()[-2].reason  # sorted: ..., silent, slow
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize("mode", MODES)
 async def test_progress_timeout_and_cancellation_reach_upstream(tmp_path: Path, mode: str) -> None:
     async with running_fleet([stdio_config("a", timeout=0.5)], tmp_path, mode=mode) as (fleet, _):
@@ -220,6 +222,7 @@ async def test_a_result_that_breaks_its_own_output_schema_is_a_clear_error(tmp_p
         assert result.meta is None  # the modern serverInfo stamp is stripped
 
 
+@pytest.mark.alone
 async def test_bad_upstreams_park_and_never_disturb_the_others(tmp_path: Path) -> None:
     gate = tmp_path / "fail"
     gate.touch()

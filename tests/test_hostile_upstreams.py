@@ -40,6 +40,7 @@ async def run(tmp_path: Path, name: str) -> Abused:
         gc.unfreeze()
 
 
+@pytest.mark.alone
 async def test_a_50_mb_description_is_cut_and_stalls_no_other_upstream(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -50,6 +51,7 @@ async def test_a_50_mb_description_is_cut_and_stalls_no_other_upstream(
     assert "1 tool descriptions cut to the cap of 65536 characters" in caplog.text
 
 
+@pytest.mark.alone
 async def test_200_000_tools_are_capped_and_stall_no_other_upstream(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -61,12 +63,14 @@ async def test_200_000_tools_are_capped_and_stall_no_other_upstream(
     assert f"server hostile: {dropped} tools dropped: over the caps of {MAX_TOOLS} tools" in caplog.text
 
 
+@pytest.mark.alone
 async def test_a_burst_of_100_000_list_changed_stalls_no_other_upstream(tmp_path: Path) -> None:
     result = await run(tmp_path, "burst")
     assert result.burst_done
     assert result.latency.p99 < P99_MS, result.latency
 
 
+@pytest.mark.alone
 async def test_a_schema_nested_10_000_deep_drops_only_that_tool(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -144,6 +144,7 @@ async def pid_differs(client: Client, server: str, old: int) -> bool:
         result.content[0].text != str(old)
 
 
+@pytest.mark.alone
 async def test_reload_over_stdio(tmp_path: Path) -> None:
     directory = config_dir(tmp_path)
     session = Session()
@@ -161,6 +162,7 @@ async def test_reload_over_stdio(tmp_path: Path) -> None:
             await exercise_reload(directory, client, session, None, problem_logged)
 
 
+@pytest.mark.alone
 async def test_reload_over_http_notifies_only_the_sessions_concerned(tmp_path: Path) -> None:
     directory = config_dir(tmp_path)
     session, other = Session(), Session()
@@ -183,6 +185,7 @@ async def test_reload_over_http_notifies_only_the_sessions_concerned(tmp_path: P
         assert all(u["state"] == "ready" for u in report["upstreams"])
 
 
+@pytest.mark.alone
 async def test_with_no_watch_sighup_still_reloads(tmp_path: Path) -> None:
     directory = config_dir(tmp_path)
     async with serve_http(directory, free_port(), "--no-watch") as base, httpx2.AsyncClient() as http:
