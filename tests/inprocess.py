@@ -90,6 +90,13 @@ class ClientCaller:
         async with self.in_flight[server].call(channel):
             return await operation(self.clients[server])
 
+    async def subscribe(self, server: str, uri: str) -> None:
+        """Handshake-era upstreams only; the fleet's own subscriptions are tested in test_resource_updates_2026."""
+        await self.clients[server].subscribe_resource(uri)
+
+    def unsubscribe(self, server: str, uri: str) -> None:
+        """Nothing to tell: the harness's upstreams keep updating, and toolbridge drops what nobody wants."""
+
     def logs(self, server: str) -> bool:
         return self.clients[server].server_capabilities.logging is not None
 

@@ -141,7 +141,7 @@ class Recorder:
 
 
 async def test_a_forgotten_session_is_told_nothing_and_the_others_still_are() -> None:
-    subscriptions = Subscriptions()
+    subscriptions = Subscriptions(lambda server, uri: None)
     gone, kept = Recorder(), Recorder()
     for key, notify in (("gone", gone), ("kept", kept)):
         for i in range(3):
@@ -155,7 +155,7 @@ async def test_a_forgotten_session_is_told_nothing_and_the_others_still_are() ->
 
 
 async def test_past_the_session_cap_the_least_recently_subscribing_session_is_dropped() -> None:
-    subscriptions = Subscriptions()
+    subscriptions = Subscriptions(lambda server, uri: None)
     sessions = [Recorder() for _ in range(Subscriptions.MAX_SESSIONS + 1)]
     for key, notify in enumerate(sessions[:-1]):
         subscriptions.add(key, ("w", f"item://{key}"), f"item://{key}", notify)
@@ -168,7 +168,7 @@ async def test_past_the_session_cap_the_least_recently_subscribing_session_is_dr
 
 
 async def test_past_the_total_cap_the_oldest_sessions_are_dropped_whole() -> None:
-    subscriptions = Subscriptions()
+    subscriptions = Subscriptions(lambda server, uri: None)
     full = Subscriptions.MAX_TOTAL // PER_SESSION
     sessions = [Recorder() for _ in range(full + 1)]
     for key in range(full):
