@@ -141,7 +141,8 @@ class Recorder:
 
 
 async def test_a_forgotten_session_is_told_nothing_and_the_others_still_are() -> None:
-    subscriptions = Subscriptions(lambda server, uri: None)
+    released: list[tuple[str, str]] = []
+    subscriptions = Subscriptions(lambda server, uri: released.append((server, uri)))
     gone, kept = Recorder(), Recorder()
     for key, notify in (("gone", gone), ("kept", kept)):
         for i in range(3):
@@ -151,7 +152,10 @@ async def test_a_forgotten_session_is_told_nothing_and_the_others_still_are() ->
         await subscriptions.deliver("w", f"item://{i}")
     assert gone.told == [] and kept.told == ["item://0", "item://1", "item://2"]
     assert subscriptions.add("again", ("w", "item://0"), "item://0", gone) is False  # still held by "kept"
+    assert released == []  # "kept" holds them all
     assert subscriptions.remove("kept", ("w", "item://1")) is True  # its last subscriber
+    subscriptions.forget("kept")  # item://0 is still "again"'s
+    assert released == [("w", "item://1"), ("w", "item://2")]
 
 
 async def test_past_the_session_cap_the_least_recently_subscribing_session_is_dropped() -> None:

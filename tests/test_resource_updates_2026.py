@@ -94,7 +94,8 @@ async def update(fleet: Fleet, uri: str) -> None:
 
 
 async def asked(fleet: Fleet) -> dict[str, Any]:
-    """What the upstream was asked for: `latest` listen filter, `open` streams' filters, `subscribed` URIs."""
+    """What the upstream was asked for: `latest` listen filter, `open` streams' filters, `subscribed` URIs
+    (and its `pid`)."""
     result = await fleet.call_tool("w", "asked", {})
     assert isinstance(result.content[0], types.TextContent)
     return json.loads(result.content[0].text)
@@ -147,9 +148,7 @@ async def test_subscriptions_hold_after_the_upstream_restarts(tmp_path: Path, pr
     async with proxied(tmp_path, protocol) as (fleet, proxy), \
             Client(proxy, mode=era, message_handler=inbox.on_message) as client, \
             subscribed(client, era, "item://1", "item://2"):
-        first = await fleet.call_tool("w", "pid", {})
-        assert isinstance(first.content[0], types.TextContent)
-        os.kill(int(first.content[0].text), signal.SIGKILL)
+        os.kill((await asked(fleet))["pid"], signal.SIGKILL)
         wanted = ["item://1", "item://2"]
         again = await until_asked(fleet, lambda now: wanted in (now["latest"], now["subscribed"]))
         await update(fleet, "item://2")
@@ -167,7 +166,7 @@ async def test_a_handshake_era_upstream_is_subscribed_and_unsubscribed_by_reques
             await update(fleet, "item://1")
             await inbox.receive("item://1")
         after = await until_asked(fleet, lambda now: now["subscribed"] == [])
-    assert during == {"latest": None, "open": [], "subscribed": ["item://1"]}
+    assert (during["latest"], during["open"], during["subscribed"]) == (None, [], ["item://1"])
     assert after["latest"] is None
 
 
@@ -178,3 +177,60 @@ async def test_uris_the_upstream_does_not_honor_are_logged(tmp_path: Path, caplo
             await client.subscribe_resource("item://2\x1b[2J")
     logged = [r.getMessage() for r in caplog.records if "no updates for" in r.getMessage()]
     assert logged == ["server w: no updates for 1 subscribed resources (item://2\\x1b[2J)"]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_updates_reach_a_subscriber_under_the_uri_it_used(tmp_path: Path, era: str) -> None:
+    inbox = Inbox()
+    uris = ["toolbridge://server/w/item://5", "ui://w/panel"]  # the qualified form, and an app's namespaced one
+    async with proxied(tmp_path, "auto") as (fleet, proxy), \
+            Client(proxy, mode=era, message_handler=inbox.on_message) as client, \
+            subscribed(client, era, *uris):
+        filters = await asked(fleet)
+        await update(fleet, "ui://panel")
+        await update(fleet, "item://5")
+        await inbox.receive(uris[0])
+        await inbox.receive(uris[1])
+    assert filters["latest"] == ["item://5", "ui://panel"]
+
+
+async def test_a_tool_added_while_the_listen_stream_reopens_is_listed(tmp_path: Path) -> None:
+    async with proxied(tmp_path, "auto") as (fleet, proxy), Client(proxy, mode="legacy") as client:
+        await fleet.call_tool("w", "quietly_add", {"name": "unannounced"})
+        await client.subscribe_resource("item://1")  # re-opens the stream: what changed meanwhile is refetched
+        with anyio.fail_after(10):
+            while fleet.registry.get("w__unannounced") is None:
+                await fleet.registry.wait_for_change(fleet.registry.generation)
+
+
+async def test_subscriptions_hold_when_a_changed_config_restarts_the_upstream(tmp_path: Path) -> None:
+    inbox = Inbox()
+    async with proxied(tmp_path, "auto") as (fleet, proxy), \
+            Client(proxy, mode="legacy", message_handler=inbox.on_message) as client:
+        await client.subscribe_resource("item://1")
+        before = await asked(fleet)
+        config = UpstreamConfig(name="w", command=sys.executable, args=(SUBSCRIBABLE,), timeout=100, restart_wait=20)
+        fleet.update({"w": config})
+        await until_asked(fleet, lambda now: now["latest"] == ["item://1"] and now["open"] == [["item://1"]]
+                          and now["pid"] != before["pid"])
+        await update(fleet, "item://1")
+        await inbox.receive("item://1")
+
+
+async def test_a_session_that_ends_gives_up_its_subscriptions(tmp_path: Path) -> None:
+    async with proxied(tmp_path, "auto") as (fleet, proxy), Client(proxy, mode="legacy") as staying:
+        await staying.subscribe_resource("item://1")
+        async with Client(proxy, mode="legacy") as leaving:
+            await leaving.subscribe_resource("item://2")
+            both = await asked(fleet)
+        after = await until_asked(fleet, lambda now: now["open"] == [["item://1"]])
+    assert both["latest"] == ["item://1", "item://2"] and after["latest"] == ["item://1"]
+
+
+async def test_a_listen_stream_naming_many_uris_reopens_the_upstream_stream_once(tmp_path: Path) -> None:
+    wanted = [f"item://{i:03d}" for i in range(200)]
+    async with proxied(tmp_path, "auto") as (fleet, proxy), Client(proxy, mode="auto") as client:
+        before = await asked(fleet)
+        async with subscribed(client, "auto", *wanted):
+            during = await asked(fleet)
+    assert during["latest"] == wanted and during["listens"] == before["listens"] + 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 
 import anyio
 from mcp import MCPError, types
@@ -154,19 +154,24 @@ class Resources:
         return rewrite_ui_read(result, server)
 
     async def subscribe(self, ctx: RequestContext, params: types.SubscribeRequestParams) -> types.EmptyResult:
-        await self.watch(self.key_of(ctx), _route(await self.view_of(ctx), params.uri), params.uri,
-                         ctx.session.send_resource_updated)
+        target = _route(await self.view_of(ctx), params.uri)
+        await self.watch(self.key_of(ctx), [(params.uri, target)], ctx.session.send_resource_updated)
         return types.EmptyResult()
 
     async def unsubscribe(self, ctx: RequestContext, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
         self.subscriptions.remove(self.key_of(ctx), _route(await self.view_of(ctx), params.uri))
         return types.EmptyResult()
 
-    async def watch(self, key: Hashable | None, target: Target, uri: str, notify: Notify) -> None:
-        """Subscribe `key` to `target` under `uri`; the first subscriber has the owner asked for its updates.
+    async def watch(self, key: Hashable | None, routed: Iterable[tuple[str, Target]], notify: Notify) -> None:
+        """Subscribe `key` to each target under its URI; each owner is asked, in one go, for the targets that
+        had no subscriber (a 2026-era one re-opens its listen stream once, not once a URI).
 
         Raises:
             MCPError: the session holds as many subscriptions as it may.
         """
-        if self.subscriptions.add(key, target, uri, notify):
-            await self.upstreams.subscribe(*target)
+        new: dict[str, list[str]] = {}
+        for uri, target in routed:
+            if self.subscriptions.add(key, target, uri, notify):
+                new.setdefault(target[0], []).append(target[1])
+        for server, uris in new.items():
+            await self.upstreams.subscribe(server, uris)

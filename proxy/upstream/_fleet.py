@@ -15,7 +15,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -261,14 +261,14 @@ class Fleet:
             return await conn.request(what, operation, channel)
         raise UpstreamTimeout(server, f"{what} gave no answer within {up.config.timeout:g} s; cancelled")
 
-    async def subscribe(self, server: str, uri: str) -> None:
-        """Ask `server` for updates of `uri` from now on, through every reconnect (see `_subscribed`).
+    async def subscribe(self, server: str, uris: Sequence[str]) -> None:
+        """Ask `server` for updates of `uris` from now on, through every reconnect (see `_subscribed`).
 
-        Returns once the live connection asked for it (within the server's `timeout`), so an update right after
+        Returns once the live connection asked for them (within the server's `timeout`), so an update right after
         the caller's acknowledgment reaches it; a server that is down is asked when it is back.
         """
         up = self._servers.get(server)
-        if up is None or not up.subscribed.add(uri) or up.state is not UpstreamState.READY:
+        if up is None or not up.subscribed.add(uris) or up.state is not UpstreamState.READY:
             return
         with anyio.move_on_after(up.config.timeout):
             await up.subscribed.wait_applied(up.subscribed.generation)

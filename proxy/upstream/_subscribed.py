@@ -9,6 +9,7 @@ one in its listen stream's filter (`_listen`). A connection that cannot ask just
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 import anyio
 
@@ -28,11 +29,12 @@ class SubscribedUris:
         self._applied = -1
         self._changed = anyio.Event()
 
-    def add(self, uri: str) -> bool:
-        """True when `uri` is new (the connection has to ask for it)."""
-        if uri in self._uris:
+    def add(self, uris: Iterable[str]) -> bool:
+        """True when one of `uris` is new (the connection has to ask for it)."""
+        new = set(uris) - self._uris
+        if not new:
             return False
-        self._uris.add(uri)
+        self._uris |= new
         self._bump()
         return True
 

@@ -2,9 +2,10 @@
 
 A 2026-era client subscribes in its `subscriptions/listen` filter, a handshake-era one with
 `resources/subscribe`. Tools let a test publish an update of a URI to whoever subscribed to it
-(`update`), and see what its client asks for (`asked`: the filter of the latest listen stream, the
-filters of the open ones, and the handshake-era subscriptions). With `--honor URI`, a listen stream is
-acknowledged for the URIs so named only.
+(`update`), add a tool without telling anyone (`quietly_add`), and see what its client asks for
+(`asked`: the filter of the latest listen stream, the filters of the open ones, the handshake-era
+subscriptions, how many listen streams were opened, and its pid). With `--honor URI`, a listen
+stream is acknowledged for the URIs so named only.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ TOOLS = [
     types.Tool(name="update", description="Publish an update of `uri`.",
                input_schema={"type": "object", "properties": {"uri": {"type": "string"}}, "required": ["uri"]}),
     types.Tool(name="asked", description="What the client subscribed to, as JSON.", input_schema={"type": "object"}),
-    types.Tool(name="pid", description="The server's process id.", input_schema={"type": "object"}),
+    types.Tool(name="quietly_add", description="Add a tool named `name` and announce nothing.",
+               input_schema={"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}),
 ]
 
 
@@ -33,15 +35,18 @@ def _text(text: str) -> types.CallToolResult:
 
 
 def build_server(honor: frozenset[str] | None = None) -> Server[Any]:
+    tools = list(TOOLS)
     bus = InMemorySubscriptionBus()
     handler = ListenHandler(bus)
     latest: list[str] | None = None
+    listens = 0
     streams: dict[object, list[str]] = {}
     subscribed: dict[str, Any] = {}  # handshake era: URI -> the session that subscribed
 
     async def listen(ctx: Any, params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
-        nonlocal latest
+        nonlocal latest, listens
         latest = list(params.notifications.resource_subscriptions or [])
+        listens += 1
         token = object()
         streams[token] = latest
         if honor is not None:
@@ -70,11 +75,13 @@ def build_server(honor: frozenset[str] | None = None) -> Server[Any]:
             return _text("ok")
         if params.name == "asked":
             return _text(json.dumps({"latest": latest, "open": sorted(streams.values()),
-                                     "subscribed": sorted(subscribed)}))
-        return _text(str(os.getpid()))
+                                     "subscribed": sorted(subscribed), "listens": listens,
+                                     "pid": os.getpid()}))
+        tools.append(types.Tool(name=str((params.arguments or {})["name"]), input_schema={"type": "object"}))
+        return _text("ok")
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=TOOLS)
+        return types.ListToolsResult(tools=tools)
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
         return types.ListResourcesResult(resources=[])
