@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 import pytest
+from conftest import serve_app
 from mcp import Client, types
 from mcp.types.version import LATEST_HANDSHAKE_VERSION
 from servers import subscribable
@@ -36,10 +37,13 @@ ERAS = ["legacy", "auto"]  # of the downstream client
 
 
 @asynccontextmanager
-async def proxied(tmp_path: Path, protocol: str, *flags: str) -> AsyncIterator[tuple[Fleet, Any]]:
-    """The fleet with `subscribable` connected in `protocol`, and the downstream server, wired as `serve` does."""
-    upstream = UpstreamConfig(name="w", command=sys.executable, args=(SUBSCRIBABLE, *flags), protocol=protocol,
-                              restart_wait=20)
+async def proxied(
+    tmp_path: Path, protocol: str, *flags: str, url: str | None = None
+) -> AsyncIterator[tuple[Fleet, Any]]:
+    """The fleet with `subscribable` connected in `protocol` (over stdio, or at `url`), and the downstream
+    server, wired as `serve` does."""
+    where: dict[str, Any] = {"url": url} if url else {"command": sys.executable, "args": (SUBSCRIBABLE, *flags)}
+    upstream = UpstreamConfig(name="w", protocol=protocol, restart_wait=20, **where)
     async with run_gateway(Config(directory=tmp_path, upstreams={"w": upstream})) as gateway, \
             anyio.create_task_group() as tg:
         with anyio.fail_after(30):
@@ -234,3 +238,18 @@ async def test_a_listen_stream_naming_many_uris_reopens_the_upstream_stream_once
         async with subscribed(client, "auto", *wanted):
             during = await asked(fleet)
     assert during["latest"] == wanted and during["listens"] == before["listens"] + 1
+
+
+async def test_a_2026_upstream_over_http_is_asked_for_each_new_set_of_uris(tmp_path: Path) -> None:
+    inbox = Inbox()
+    async with serve_app(subscribable.build_server().streamable_http_app()) as base, \
+            proxied(tmp_path, "auto", url=f"{base}/mcp") as (fleet, proxy), \
+            Client(proxy, mode="legacy", message_handler=inbox.on_message) as client:
+        await client.subscribe_resource("item://1")
+        await client.subscribe_resource("item://2")
+        await client.unsubscribe_resource("item://1")
+        after = await until_asked(fleet, lambda now: now["open"] == [["item://2"]])
+        await update(fleet, "item://1")
+        await update(fleet, "item://2")
+        await inbox.receive("item://2")
+    assert after["latest"] == ["item://2"] and inbox.uris == ["item://2"]
