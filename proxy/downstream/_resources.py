@@ -163,15 +163,16 @@ class Resources:
         return types.EmptyResult()
 
     async def watch(self, key: Hashable | None, routed: Iterable[tuple[str, Target]], notify: Notify) -> None:
-        """Subscribe `key` to each target under its URI; each owner is asked, in one go, for the targets that
-        had no subscriber (a 2026-era one re-opens its listen stream once, not once a URI).
+        """Subscribe `key` to each target under its URI, and return once each owner is asking for their updates.
+
+        Each owner is asked in one go (a 2026-era one re-opens its listen stream once, not once a URI).
 
         Raises:
             MCPError: the session holds as many subscriptions as it may.
         """
-        new: dict[str, list[str]] = {}
+        targets: dict[str, list[str]] = {}
         for uri, target in routed:
-            if self.subscriptions.add(key, target, uri, notify):
-                new.setdefault(target[0], []).append(target[1])
-        for server, uris in new.items():
+            self.subscriptions.add(key, target, uri, notify)
+            targets.setdefault(target[0], []).append(target[1])
+        for server, uris in targets.items():
             await self.upstreams.subscribe(server, uris)

@@ -268,7 +268,10 @@ class Fleet:
         the caller's acknowledgment reaches it; a server that is down is asked when it is back.
         """
         up = self._servers.get(server)
-        if up is None or not up.subscribed.add(uris) or up.state is not UpstreamState.READY:
+        if up is None:
+            return
+        up.subscribed.add(uris)
+        if up.state is not UpstreamState.READY:
             return
         with anyio.move_on_after(up.config.timeout):
             await up.subscribed.wait_applied(up.subscribed.generation)

@@ -29,14 +29,11 @@ class SubscribedUris:
         self._applied = -1
         self._changed = anyio.Event()
 
-    def add(self, uris: Iterable[str]) -> bool:
-        """True when one of `uris` is new (the connection has to ask for it)."""
+    def add(self, uris: Iterable[str]) -> None:
         new = set(uris) - self._uris
-        if not new:
-            return False
-        self._uris |= new
-        self._bump()
-        return True
+        if new:
+            self._uris |= new
+            self._bump()
 
     def remove(self, uri: str) -> None:
         if uri in self._uris:
