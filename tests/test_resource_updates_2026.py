@@ -99,7 +99,7 @@ async def update(fleet: Fleet, uri: str) -> None:
 
 async def asked(fleet: Fleet) -> dict[str, Any]:
     """What the upstream was asked for: `latest` listen filter, `open` streams' filters, `subscribed` URIs
-    (and its `pid`)."""
+    (and `listens`, the streams opened, and its `pid`)."""
     result = await fleet.call_tool("w", "asked", {})
     assert isinstance(result.content[0], types.TextContent)
     return json.loads(result.content[0].text)

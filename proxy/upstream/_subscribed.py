@@ -12,6 +12,7 @@ import logging
 from collections.abc import Iterable
 
 import anyio
+from mcp import types
 
 from proxy.errors import UpstreamError
 from proxy.upstream._client import Connection
@@ -94,13 +95,16 @@ async def _by_requests(conn: Connection, subscribed: SubscribedUris) -> None:
 
 
 async def _ask(conn: Connection, uri: str, *, subscribe: bool) -> None:
-    """One request; a server that cannot take it just sends no updates (logged)."""
+    """One request; a server that cannot take it just sends no updates (logged).
+
+    Sent as is: the SDK's helpers for it warn that the 2026 era removed it, which is why it is sent only here.
+    """
     what = f"{'subscribe to' if subscribe else 'unsubscribe from'} resource {uri!r}"
+    request: types.SubscribeRequest | types.UnsubscribeRequest = (
+        types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri)) if subscribe
+        else types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri)))
     with anyio.move_on_after(conn.config.timeout):
         try:
-            if subscribe:
-                await conn.request(what, lambda c: c.subscribe_resource(uri))
-            else:
-                await conn.request(what, lambda c: c.unsubscribe_resource(uri))
+            await conn.request(what, lambda c: c.session.send_request(request, types.EmptyResult))
         except UpstreamError as exc:
             logger.info("%s", exc)
