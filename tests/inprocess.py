@@ -3,7 +3,7 @@ views and downstream server. Only the fleet's supervision is left out (tested on
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -89,6 +89,14 @@ class ClientCaller:
                       channel: BackChannel | None = None) -> T:
         async with self.in_flight[server].call(channel):
             return await operation(self.clients[server])
+
+    async def subscribe(self, server: str, uris: Sequence[str]) -> None:
+        """Handshake-era upstreams only; the fleet's own subscriptions are tested in test_resource_updates_2026."""
+        for uri in uris:
+            await self.clients[server].subscribe_resource(uri)
+
+    def unsubscribe(self, server: str, uri: str) -> None:
+        """Nothing to tell: the harness's upstreams keep updating, and toolbridge drops what nobody wants."""
 
     def logs(self, server: str) -> bool:
         return self.clients[server].server_capabilities.logging is not None

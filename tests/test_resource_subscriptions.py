@@ -141,7 +141,8 @@ class Recorder:
 
 
 async def test_a_forgotten_session_is_told_nothing_and_the_others_still_are() -> None:
-    subscriptions = Subscriptions()
+    released: list[tuple[str, str]] = []
+    subscriptions = Subscriptions(lambda server, uri: released.append((server, uri)))
     gone, kept = Recorder(), Recorder()
     for key, notify in (("gone", gone), ("kept", kept)):
         for i in range(3):
@@ -151,11 +152,14 @@ async def test_a_forgotten_session_is_told_nothing_and_the_others_still_are() ->
         await subscriptions.deliver("w", f"item://{i}")
     assert gone.told == [] and kept.told == ["item://0", "item://1", "item://2"]
     assert subscriptions.add("again", ("w", "item://0"), "item://0", gone) is False  # still held by "kept"
+    assert released == []  # "kept" holds them all
     assert subscriptions.remove("kept", ("w", "item://1")) is True  # its last subscriber
+    subscriptions.forget("kept")  # item://0 is still "again"'s
+    assert released == [("w", "item://1"), ("w", "item://2")]
 
 
 async def test_past_the_session_cap_the_least_recently_subscribing_session_is_dropped() -> None:
-    subscriptions = Subscriptions()
+    subscriptions = Subscriptions(lambda server, uri: None)
     sessions = [Recorder() for _ in range(Subscriptions.MAX_SESSIONS + 1)]
     for key, notify in enumerate(sessions[:-1]):
         subscriptions.add(key, ("w", f"item://{key}"), f"item://{key}", notify)
@@ -168,7 +172,7 @@ async def test_past_the_session_cap_the_least_recently_subscribing_session_is_dr
 
 
 async def test_past_the_total_cap_the_oldest_sessions_are_dropped_whole() -> None:
-    subscriptions = Subscriptions()
+    subscriptions = Subscriptions(lambda server, uri: None)
     full = Subscriptions.MAX_TOTAL // PER_SESSION
     sessions = [Recorder() for _ in range(full + 1)]
     for key in range(full):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 
 import anyio
 from mcp import MCPError, types
@@ -29,6 +29,7 @@ ChannelOf = Callable[[RequestContext], BackChannel | None]
 KeyOf = Callable[[RequestContext], Hashable | None]
 Notify = Callable[[str], Awaitable[None]]
 Target = tuple[str, str]  # (server, upstream URI)
+Release = Callable[[str, str], None]
 _NOTIFY_TIMEOUT = 5.0
 
 
@@ -53,7 +54,8 @@ class Subscriptions:
     MAX_SESSIONS = 4096
     MAX_TOTAL = 65_536  # about 30 MiB; 4,096 full sessions would hold 2 GiB
 
-    def __init__(self) -> None:
+    def __init__(self, release: Release) -> None:
+        self._release = release  # told (server, upstream URI) when its last subscriber goes, however it goes
         self._targets: dict[Target, dict[Hashable, tuple[str, Notify]]] = {}
         self._sessions: OrderedDict[Hashable, set[Target]] = OrderedDict()
         self._total = 0
@@ -79,7 +81,7 @@ class Subscriptions:
         return len(sessions) == 1
 
     def remove(self, key: Hashable, target: Target) -> bool:
-        """Drop it; True when nobody is subscribed to `target` any more."""
+        """Drop it; True when nobody is subscribed to `target` any more (then it is released)."""
         own = self._sessions.get(key)
         if own is None or target not in own:
             return False
@@ -92,6 +94,7 @@ class Subscriptions:
         if sessions:
             return False
         del self._targets[target]
+        self._release(*target)
         return True
 
     def forget(self, key: Hashable) -> None:
@@ -125,7 +128,7 @@ class Resources:
         self.view_of = view_of
         self.channel_of = channel_of
         self.key_of = key_of
-        self.subscriptions = Subscriptions()
+        self.subscriptions = Subscriptions(upstreams.unsubscribe)
 
     async def list(self, ctx: RequestContext, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
         view = await self.view_of(ctx)
@@ -152,25 +155,24 @@ class Resources:
 
     async def subscribe(self, ctx: RequestContext, params: types.SubscribeRequestParams) -> types.EmptyResult:
         target = _route(await self.view_of(ctx), params.uri)
-        session = ctx.session
-        if self.subscriptions.add(self.key_of(ctx), target, params.uri, session.send_resource_updated):
-            await self.forward(target, subscribe=True)
+        await self.watch(self.key_of(ctx), [(params.uri, target)], ctx.session.send_resource_updated)
         return types.EmptyResult()
 
     async def unsubscribe(self, ctx: RequestContext, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
-        target = _route(await self.view_of(ctx), params.uri)
-        if self.subscriptions.remove(self.key_of(ctx), target):
-            await self.forward(target, subscribe=False)
+        self.subscriptions.remove(self.key_of(ctx), _route(await self.view_of(ctx), params.uri))
         return types.EmptyResult()
 
-    async def forward(self, target: Target, *, subscribe: bool) -> None:
-        """Tell the owner; one that cannot take subscriptions just sends no updates (logged)."""
-        server, uri = target
-        what = f"{'subscribe to' if subscribe else 'unsubscribe from'} resource {uri!r}"
-        try:
-            if subscribe:
-                await self.upstreams.request(server, what, lambda c: c.subscribe_resource(uri))
-            else:
-                await self.upstreams.request(server, what, lambda c: c.unsubscribe_resource(uri))
-        except ToolbridgeError as exc:
-            logger.info("%s", exc)
+    async def watch(self, key: Hashable | None, routed: Iterable[tuple[str, Target]], notify: Notify) -> None:
+        """Subscribe `key` to each target under its URI, and return once each owner is asking for their updates.
+
+        Each owner is asked in one go (a 2026-era one re-opens its listen stream once, not once a URI).
+
+        Raises:
+            MCPError: the session holds as many subscriptions as it may.
+        """
+        targets: dict[str, list[str]] = {}
+        for uri, target in routed:
+            self.subscriptions.add(key, target, uri, notify)
+            targets.setdefault(target[0], []).append(target[1])
+        for server, uris in targets.items():
+            await self.upstreams.subscribe(server, uris)

@@ -311,9 +311,7 @@ class Handlers:
         stream = object()
         if kinds:
             self.notifier.remember(stream, view, notify, kinds, session=promotion_key(ctx))
-        for uri, target in routed:
-            if self.resources.subscriptions.add(stream, target, uri, updated):
-                await self.resources.forward(target, subscribe=True)
+        await self.resources.watch(stream, routed, updated)
         try:
             await ctx.session.send_notification(
                 types.SubscriptionsAcknowledgedNotification(

@@ -17,7 +17,6 @@ from typing import Any, Literal, TypeVar
 import anyio
 import anyio.lowlevel
 from mcp import Client, MCPError, types
-from mcp.client.subscriptions import ListenNotSupportedError, ResourceUpdated, SubscriptionLost
 from mcp.shared.exceptions import NoBackChannelError
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -47,7 +46,6 @@ _LIST_CHANGED = (types.ToolListChangedNotification, types.PromptListChangedNotif
 CLIENT_INFO = types.Implementation(name="toolbridge", version=__version__)
 MAX_PAGES = 1000
 KEEPALIVE_TIMEOUT = 10.0
-LISTEN_RETRY_DELAY = 1.0
 
 
 # What an SDK server answers when a tool asks its 2026-07-28 client over a back channel (`NoBackChannelError`):
@@ -282,27 +280,6 @@ class Connection:
             await self.client.session.send_discover(self.protocol_version)
         else:
             await self.client.send_ping()
-
-    async def follow_changes(self) -> None:
-        """Hold a modern `subscriptions/listen` stream open; its frames reach `Signals.on_message`."""
-        while True:
-            try:
-                capabilities = self.client.server_capabilities
-                async with self.client.listen(
-                    tools_list_changed=True,
-                    prompts_list_changed=capabilities.prompts is not None,
-                    resources_list_changed=capabilities.resources is not None,
-                ) as subscription:
-                    async for event in subscription:
-                        if not isinstance(event, ResourceUpdated):  # tee'd to on_message, which routes it
-                            self.signals.mark_changed()
-                return
-            except SubscriptionLost:
-                self.signals.mark_changed()  # no replay: refetch, then listen again
-                await anyio.sleep(LISTEN_RETRY_DELAY)  # a stream that keeps dropping must not spin
-            except (MCPError, ListenNotSupportedError) as exc:
-                logger.info("server %s: no change subscription (%s)", self.server, exc)
-                return
 
     async def call_tool(
         self,

@@ -15,7 +15,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -43,6 +43,7 @@ from proxy.upstream._consent import LOGIN_POLL, Consent
 from proxy.upstream._gate import ToolGate
 from proxy.upstream._member import STARTABLE, Member, ServerStatus, UpstreamState
 from proxy.upstream._publisher import CatalogSink, Publisher, ToolSink
+from proxy.upstream._subscribed import keep_subscribed
 
 logger = logging.getLogger(__name__)
 
@@ -149,6 +150,8 @@ class Fleet:
                 logger.info("server %s: its config changed; restarting it", name)
                 old.scope.cancel()
             up = self._servers[name] = self._new_upstream(config)
+            if old is not None:
+                up.subscribed = old.subscribed  # the sessions' subscriptions outlive the restart
             new.append(up)
         self._list_cached(new)  # one registration for all of them
         for up in new:
@@ -258,6 +261,27 @@ class Fleet:
             return await conn.request(what, operation, channel)
         raise UpstreamTimeout(server, f"{what} gave no answer within {up.config.timeout:g} s; cancelled")
 
+    async def subscribe(self, server: str, uris: Sequence[str]) -> None:
+        """Ask `server` for updates of `uris` from now on, through every reconnect (see `_subscribed`).
+
+        Returns once the live connection asked for them (within the server's `timeout`), so an update right after
+        the caller's acknowledgment reaches it; a server that is down is asked when it is back.
+        """
+        up = self._servers.get(server)
+        if up is None:
+            return
+        up.subscribed.add(uris)
+        if up.state is not UpstreamState.READY:
+            return
+        with anyio.move_on_after(up.config.timeout):
+            await up.subscribed.wait_applied(up.subscribed.generation)
+
+    def unsubscribe(self, server: str, uri: str) -> None:
+        """No session wants updates of `uri` any more; the live connection stops asking soon after."""
+        up = self._servers.get(server)
+        if up is not None:
+            up.subscribed.remove(uri)
+
     def logs(self, server: str) -> bool:
         """Whether `server` is connected and takes `logging/setLevel`."""
         up = self._servers.get(server)
@@ -310,8 +334,7 @@ class Fleet:
                             notices=self._notices, auth=auth) as conn,
                     anyio.create_task_group() as tg,
                 ):
-                    if conn.modern and conn.announces_changes:
-                        tg.start_soon(conn.follow_changes)
+                    tg.start_soon(keep_subscribed, conn, up.subscribed)
                     await self._publisher.refresh(up, conn)
                     scope.deadline = math.inf
                     if slot is not None:

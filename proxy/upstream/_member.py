@@ -16,6 +16,7 @@ from proxy.config import UpstreamConfig
 from proxy.errors import UpstreamUnavailable
 from proxy.upstream._client import Connection, TransportChoice
 from proxy.upstream._consent import Consent
+from proxy.upstream._subscribed import SubscribedUris
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +77,7 @@ class Member:
     connected_since: float | None = None
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     consent: Consent | None = None  # an `auth: oauth` upstream's, once it first connects
+    subscribed: SubscribedUris = field(default_factory=SubscribedUris)  # asked for again by each connection
 
     @property
     def name(self) -> str:
