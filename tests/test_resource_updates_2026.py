@@ -48,7 +48,7 @@ async def proxied(
             anyio.create_task_group() as tg:
         with anyio.fail_after(30):
             await gateway.fleet.ready.wait()
-        era = "2026-07-28" if protocol == "auto" else LATEST_HANDSHAKE_VERSION
+        era = LATEST_HANDSHAKE_VERSION if protocol == "legacy" else "2026-07-28"
         assert [s.protocol_version for s in gateway.fleet.status()] == [era]
         notifier = ChangeNotifier(gateway.views)
         await tg.start(notifier.run)
@@ -119,11 +119,12 @@ async def until_asked(fleet: Fleet, condition: Callable[[dict[str, Any]], bool])
 
 
 @pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize("protocol", ["auto", "2026"])  # "2026": the version pinned, no probe
 async def test_a_2026_upstream_sends_updates_of_exactly_the_subscribed_uris_to_their_subscribers(
-    tmp_path: Path, era: str
+    tmp_path: Path, protocol: str, era: str
 ) -> None:
     a, b = Inbox(), Inbox()
-    async with proxied(tmp_path, "auto") as (fleet, proxy), \
+    async with proxied(tmp_path, protocol) as (fleet, proxy), \
             Client(proxy, mode=era, message_handler=a.on_message) as client_a, \
             Client(proxy, mode=era, message_handler=b.on_message) as client_b, \
             subscribed(client_a, era, "item://3"), subscribed(client_b, era, "item://2"):

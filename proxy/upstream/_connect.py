@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
-from mcp import Client
+from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 
 from proxy.config import UpstreamConfig
@@ -70,7 +70,13 @@ async def _enter(stack: AsyncExitStack, transport: Any, hooks: _Hooks) -> Client
     client = Client(transport, mode=hooks.mode, message_handler=hooks.signals.on_message, client_info=CLIENT_INFO,
                     cache=None, log_level="debug", extensions=[*client_extensions(), TasksExtension()],
                     **hooks.callbacks)
-    return await stack.enter_async_context(client)
+    await stack.enter_async_context(client)
+    if hooks.mode not in ("auto", "legacy"):
+        # A pinned version is adopted without a word to the server, with no capabilities at all (no
+        # resources, prompts or listen stream would be used): ask for the server's own, as `auto` does.
+        raw = await client.session.send_discover(hooks.mode)
+        client.session.adopt(types.DiscoverResult.model_validate(raw))
+    return client
 
 
 async def _open_http(
