@@ -86,7 +86,7 @@ async def test_messages_no_call_claimed_are_delivered_a_bounded_number_at_a_time
         await gate.wait()
         delivered.append(notification)
 
-    await logs.set_level(SimpleNamespace(session=SimpleNamespace(send_notification=send)),  # type: ignore[arg-type]
+    await logs.set_level(SimpleNamespace(request=None, session=SimpleNamespace(send_notification=send)),  # type: ignore[arg-type]
                          "session", "default", "debug")
     async with anyio.create_task_group() as tg:
         for _ in range(MAX_DELIVERING + 50):
