@@ -5,12 +5,15 @@ The abusive one is `tests/servers/hostile.py` (a 50 MB description, 200,000 tool
 one is `tests/servers/tiny.py`. Both are real stdio children; an SDK `Client` talks to the gateway's
 downstream server in memory and, 20 times a second, calls the healthy tool, every fifth time also
 listing tools and searching (what the issue saw left unanswered). Prints p50/p99/max per abuse.
-Run: .venv/bin/python -m bench.hostile_upstreams [--seconds 8] [--only tools,burst]
+Run: .venv/bin/python -m bench.hostile_upstreams [--seconds 8] [--only tools,burst] [--json]
+(`--json`: one line per abuse with every sample, what registered and whether the burst was answered; what
+`tests/test_hostile_upstreams.py` reads, so each bound is measured in a process of its own.)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import tempfile
@@ -111,22 +114,29 @@ async def abused(
     return Abused(latency, names, bool(done))
 
 
-async def main(names: list[str], seconds: float) -> None:
-    print(__doc__.splitlines()[0])
-    print(machine_summary())
-    print(f"{'abuse':<12} {'ops':>5} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
+async def main(names: list[str], seconds: float, as_json: bool) -> None:
+    if not as_json:
+        print(__doc__.splitlines()[0])
+        print(machine_summary())
+        print(f"{'abuse':<12} {'ops':>5} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
     for name in names:
         flags, burst, registered = ABUSES[name]
         with tempfile.TemporaryDirectory() as directory:
             run = await abused(Path(directory), flags, seconds=seconds, burst=burst, registered=registered)
         samples = run.latency.samples
-        print(f"{name:<12} {len(samples):>5} {run.latency.median:>8.1f} {run.latency.p99:>8.1f} {max(samples):>8.1f}")
+        if as_json:
+            print(json.dumps({"abuse": name, "samples": samples, "wall_s": run.latency.wall_s,
+                              "registered": sorted(run.registered), "burst_done": run.burst_done}), flush=True)
+        else:
+            print(f"{name:<12} {len(samples):>5} {run.latency.median:>8.1f} {run.latency.p99:>8.1f} "
+                  f"{max(samples):>8.1f}")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--only", default=",".join(ABUSES), help="comma-separated: " + ", ".join(ABUSES))
+    parser.add_argument("--json", action="store_true", help="one JSON line per abuse, for tests")
     options = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    anyio.run(main, options.only.split(","), options.seconds)
+    anyio.run(main, options.only.split(","), options.seconds, options.json)

@@ -1,87 +1,81 @@
 """One abusive upstream never stalls another: a healthy stdio upstream's calls, `tools/list` and `tool_search`
 through the gateway stay fast while a hostile stdio upstream lists a 50 MB description or 200,000 tools (each
 re-listed every second) or bursts 100,000 list_changed notifications; a schema nested 10,000 deep drops only
-its own tool. Sizes are the issue's; `bench/hostile_upstreams.py` prints the same runs' p50/p99."""
+its own tool. Sizes are the issue's. Each run is `bench/hostile_upstreams.py` (which prints the same runs'
+p50/p99) in a process of its own: what earlier tests left in this one must not be measured."""
 
 from __future__ import annotations
 
-import gc
 import json
-import logging
-from pathlib import Path
+import subprocess
+import sys
+from dataclasses import dataclass
 
-import anyio
 import pytest
 from mcp import types
 
-from bench.hostile_upstreams import ABUSES, Abused, abused
+from bench.harness import REPO, Latency
 from proxy.upstream._caps import CUT_MARK, MAX_DESCRIPTION_CHARS, MAX_TOOLS
 from proxy.upstream._tool_list import read_message
 
-pytestmark = pytest.mark.anyio
-
 P99_MS = 500.0  # the issue's bound on a healthy call's delay
 SECONDS = 8.0  # ~200 operations: their p99 is the third slowest
-LIMIT = 90.0  # each run takes 10-25 s on a loaded 2-core machine
+LIMIT = 120.0  # each run takes 10-25 s on a loaded 2-core machine
 
 
-async def run(tmp_path: Path, name: str) -> Abused:
+@dataclass
+class Abused:
+    latency: Latency
+    registered: set[str]
+    burst_done: bool
+    warnings: str  # the run's stderr: its WARNING records
+
+
+def run(name: str) -> Abused:
     """The bench's run of abuse `name`; one that does not end (the abused server's tools never all registered,
     a burst never answered) fails after `LIMIT`."""
-    flags, burst, registered = ABUSES[name]
-    # The objects the suite's earlier tests left in this process are not the gateway's: frozen, a collection of
-    # them (~0.4-0.9 s late in a whole-suite run, the one sample over the bound) stays out of the measurement.
-    gc.collect()
-    gc.freeze()
-    try:
-        with anyio.fail_after(LIMIT):
-            return await abused(tmp_path, flags, seconds=SECONDS, burst=burst, registered=registered)
-    finally:
-        gc.unfreeze()
+    command = [sys.executable, "-m", "bench.hostile_upstreams", "--only", name, "--seconds", str(SECONDS), "--json"]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=LIMIT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    return Abused(Latency(report["samples"], report["wall_s"]), set(report["registered"]), report["burst_done"],
+                  done.stderr)
 
 
 @pytest.mark.alone
-async def test_a_50_mb_description_is_cut_and_stalls_no_other_upstream(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    with caplog.at_level(logging.WARNING):
-        result = await run(tmp_path, "description")
+def test_a_50_mb_description_is_cut_and_stalls_no_other_upstream() -> None:
+    result = run("description")
     assert result.latency.p99 < P99_MS, result.latency
     assert "hostile__huge" in result.registered
-    assert "1 tool descriptions cut to the cap of 65536 characters" in caplog.text
+    assert "1 tool descriptions cut to the cap of 65536 characters" in result.warnings
 
 
 @pytest.mark.alone
-async def test_200_000_tools_are_capped_and_stall_no_other_upstream(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    with caplog.at_level(logging.WARNING):
-        result = await run(tmp_path, "tools")
+def test_200_000_tools_are_capped_and_stall_no_other_upstream() -> None:
+    result = run("tools")
     assert result.latency.p99 < P99_MS, result.latency
     assert len([name for name in result.registered if name.startswith("hostile__")]) == MAX_TOOLS
     dropped = 200_002 - MAX_TOOLS
-    assert f"server hostile: {dropped} tools dropped: over the caps of {MAX_TOOLS} tools" in caplog.text
+    assert f"server hostile: {dropped} tools dropped: over the caps of {MAX_TOOLS} tools" in result.warnings
 
 
 @pytest.mark.alone
-async def test_a_burst_of_100_000_list_changed_stalls_no_other_upstream(tmp_path: Path) -> None:
-    result = await run(tmp_path, "burst")
+def test_a_burst_of_100_000_list_changed_stalls_no_other_upstream() -> None:
+    result = run("burst")
     assert result.burst_done
     assert result.latency.p99 < P99_MS, result.latency
 
 
 @pytest.mark.alone
-async def test_a_schema_nested_10_000_deep_drops_only_that_tool(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    with caplog.at_level(logging.WARNING):
-        result = await run(tmp_path, "deep")
+def test_a_schema_nested_10_000_deep_drops_only_that_tool() -> None:
+    result = run("deep")
     assert {"hostile__echo", "hostile__burst", "hostile__fine"} <= result.registered
     assert "hostile__deep" not in result.registered
-    assert "server hostile: tool 'deep' skipped: its definition nests deeper than 128 levels" in caplog.text
+    assert "server hostile: tool 'deep' skipped: its definition nests deeper than 128 levels" in result.warnings
     assert result.latency.p99 < P99_MS, result.latency
 
 
+@pytest.mark.anyio
 @pytest.mark.parametrize("text", ["é" * (3 << 20), "ab" * (3 << 20), "line\\n" * (1 << 20)])
 async def test_a_long_description_is_cut_to_whole_characters_without_decoding_it_whole(text: str) -> None:
     tools = [{"name": "long", "description": "@", "inputSchema": {"type": "object"}},
@@ -94,6 +88,7 @@ async def test_a_long_description_is_cut_to_whole_characters_without_decoding_it
     assert listed[0]["description"] == text.replace("\\n", "\n")[:MAX_DESCRIPTION_CHARS - len(CUT_MARK)] + CUT_MARK
 
 
+@pytest.mark.anyio
 async def test_a_large_call_result_is_read_whole() -> None:
     text = "z" * (3 << 20)  # a run free of quotes that a tool list would have shortened
     line = json.dumps({"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": text}]}}).encode()
