@@ -1,9 +1,10 @@
-"""Shared fixtures: the anyio backend, a free TCP port, and uvicorn apps run inside a task; and, under
-pytest-xdist, a turn of its own for each test marked `alone`."""
+"""Shared fixtures: the anyio backend, a free TCP port, and uvicorn apps run inside a task; the root
+logger put back after each test; and, under pytest-xdist, a turn of its own for each test marked `alone`."""
 
 from __future__ import annotations
 
 import fcntl
+import logging
 import socket
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -16,6 +17,7 @@ import pytest
 import uvicorn
 
 from bench.cluster import INSTALL_HINT, installed, redis_server
+from proxy.ops import SafeFormatter
 
 
 @pytest.hookimpl(wrapper=True)
@@ -45,6 +47,18 @@ def _turn(item: pytest.Item) -> Iterator[None]:
         if not alone:
             fcntl.flock(gate, fcntl.LOCK_UN)
         yield  # closing the files releases the locks
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_put_back() -> Iterator[None]:
+    """`cli.main` run in a test sets up logging as for a process of its own; its stderr handler would
+    outlive the test's captured stderr, and every later record would print a "Logging error"."""
+    root = logging.getLogger()
+    level = root.level
+    yield
+    for handler in [h for h in root.handlers if isinstance(h.formatter, SafeFormatter)]:
+        root.removeHandler(handler)
+    root.setLevel(level)
 
 
 @pytest.fixture
