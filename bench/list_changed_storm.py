@@ -24,7 +24,7 @@ from bench.harness import REPO, Latency, machine_summary
 from proxy.config import ToolSearchSettings, ToolsetsConfig, UpstreamConfig
 from proxy.registry import Registry
 from proxy.upstream import Fleet
-from proxy.upstream import _fleet as fleet_module
+from proxy.upstream import _supervisor as supervisor_module
 from proxy.views import Views
 
 CONTROLLABLE = str(REPO / "tests" / "servers" / "controllable.py")
@@ -48,7 +48,7 @@ def fleet_of(n_tools: int) -> Registry:
 
 async def storm(n_tools: int, interval: float, seconds: float) -> tuple[int, float, Latency]:
     """(re-listings of the storm server, gateway CPU seconds, healthy calls) over `seconds`."""
-    fleet_module.REFRESH_INTERVAL = interval
+    supervisor_module.REFRESH_INTERVAL = interval
     registry = fleet_of(n_tools)
     views = Views(registry, ToolsetsConfig(tool_search=ToolSearchSettings(semantic="off")), lambda server: True)
     listings = 0
@@ -88,7 +88,7 @@ async def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     options = parser.parse_args()
     print(machine_summary())
-    shipped = fleet_module.REFRESH_INTERVAL
+    shipped = supervisor_module.REFRESH_INTERVAL
     for size in (int(s) for s in options.sizes.split(",")):
         rows = {label: await storm(size, interval, options.seconds)
                 for label, interval in (("at once (before)", 0.0), (f"<= 1 per {shipped:g} s", shipped))}

@@ -20,8 +20,8 @@ from servers.harness import alive, descendants, running_fleet, stdio_config, tin
 from proxy.config import UpstreamConfig
 from proxy.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from proxy.registry import Registry, ServerChange
-from proxy.upstream import UpstreamState, _fleet
-from proxy.upstream._fleet import REFRESH_INTERVAL
+from proxy.upstream import UpstreamState, _supervisor
+from proxy.upstream._supervisor import REFRESH_INTERVAL
 
 pytestmark = pytest.mark.anyio
 
@@ -151,7 +151,7 @@ async def test_a_change_after_a_quiet_interval_is_relisted_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     interval = 3.0  # longer than the real one, so the bound below leaves room for a loaded machine
-    monkeypatch.setattr(_fleet, "REFRESH_INTERVAL", interval)
+    monkeypatch.setattr(_supervisor, "REFRESH_INTERVAL", interval)
     registry = ListingClock()
     async with running_fleet([stdio_config("a")], tmp_path, registry) as (fleet, _):
         with anyio.fail_after(10):
