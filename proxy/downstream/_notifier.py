@@ -16,6 +16,7 @@ from typing import Literal
 
 import anyio
 import anyio.abc
+from mcp import types
 
 from proxy.views import SessionView, Views
 
@@ -24,6 +25,11 @@ logger = logging.getLogger(__name__)
 Kind = Literal["tools", "prompts", "resources"]
 KINDS: tuple[Kind, ...] = ("tools", "prompts", "resources")
 Notify = Callable[[Kind], Awaitable[None]]
+LIST_CHANGED: dict[Kind, type[types.ServerNotification]] = {
+    "tools": types.ToolListChangedNotification,
+    "prompts": types.PromptListChangedNotification,
+    "resources": types.ResourceListChangedNotification,
+}
 
 _COALESCE_SECONDS = 0.05
 _MAX_TRACKED_SESSIONS = 4096

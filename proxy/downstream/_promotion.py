@@ -5,15 +5,24 @@ profile and the principal (SEP-2567), so there only an explicit pin (`tool_descr
 `pin: true`) promotes, and `pin: false` takes a tool back. Kept per session or principal, least
 recently used first; which of them are listed (at most N, within the
 budget) is decided by `Views.promotable` each time the session's list is computed, so tools that
-left the catalog leave the promoted set and re-registered ones stay.
+left the catalog leave the promoted set and re-registered ones stay. A sessionless client's record is
+shared with the other replicas when they share a Redis (`Promoter`).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
+from typing import TYPE_CHECKING
 
-__all__ = ["Promotions"]
+from proxy.downstream._identity import SessionlessClient
+from proxy.downstream._notifier import ChangeNotifier
+from proxy.views import SessionView, Views
+
+if TYPE_CHECKING:
+    from proxy.shared import SharedPromotions  # Redis is imported only when a URL is given
+
+__all__ = ["Promoter", "Promotions"]
 
 _MAX_SESSIONS = 4096
 _MAX_REMEMBERED = 64  # per session; a profile promotes at most 64
@@ -49,3 +58,54 @@ class Promotions:
 
     def forget(self, session: Hashable) -> None:
         self._used.pop(session, None)
+
+
+class Promoter:
+    """Which deferred tools a session gets listed directly, and the record of what it used, kept in step with
+    other replicas for a sessionless client."""
+
+    def __init__(self, views: Views, notifier: ChangeNotifier, shared: SharedPromotions | None = None) -> None:
+        self.views = views
+        self.notifier = notifier
+        self.shared = shared
+        self.promotions = Promotions()
+
+    def promoted(self, session: Hashable | None, view: SessionView) -> tuple[str, ...]:
+        """The deferred tools this session used and now gets listed directly (`promote: N`)."""
+        if session is None or not view.promote:
+            return ()
+        return self.views.promotable(view, self.promotions.used(session))
+
+    def tools_fingerprint(self, session: Hashable, view: SessionView) -> str:
+        return self.views.session_surface(view, self.promoted(session, view))[1]
+
+    async def load(self, session: Hashable | None, view: SessionView) -> None:
+        """A sessionless client may have been promoted tools through another replica: take that record."""
+        if isinstance(session, SessionlessClient) and view.promote and self.shared is not None:
+            names = await self.shared.load(session.label)
+            if names is not None:
+                self.promotions.replace(session, names)
+
+    async def use(
+        self, session: Hashable | None, view: SessionView, names: Iterable[str], *, keep: bool = True
+    ) -> None:
+        """The session used or pinned these tools (`keep=False`: unpinned them): promote the deferred
+        ones, or take them back, and tell it if its list changed."""
+        used = [name for name in names if name in view.deferred]
+        if session is None or not view.promote or not used:
+            return
+        await self.load(session, view)  # what other replicas recorded is kept, not overwritten
+        before = list(self.promotions.used(session))
+        for name in used:
+            if keep:
+                self.promotions.use(session, name)
+            else:
+                self.promotions.drop(session, name)
+        if self.promotions.used(session) == before:
+            return  # e.g. the latest promoted tool called again: nothing to tell or to share
+        self.notifier.recheck()
+        if isinstance(session, SessionlessClient) and self.shared is not None:
+            await self.shared.save(session.label, self.promotions.used(session))
+
+    def forget(self, session: Hashable) -> None:
+        self.promotions.forget(session)

@@ -1,4 +1,4 @@
-"""What the downstream handlers share: the fleet they route to, pagination, one mapping of errors.
+"""What the downstream handlers share: the fleet they route to, the session's era, pagination, one mapping of errors.
 
 A tool call reports failures as an error result the model reads; the other requests (resources,
 prompts, completion, logging) answer with a JSON-RPC error instead, with the upstream's own code
@@ -11,12 +11,19 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from mcp import Client, MCPError, types
+from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from proxy.downstream._channels import RequestContext
 from proxy.errors import ToolbridgeError, UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from proxy.upstream import BackChannel, ProgressCallback
 
 PAGE_SIZE = 100
 T = TypeVar("T")
+
+
+def handshake_era(ctx: RequestContext) -> bool:
+    """Whether the request comes from a handshake-era session (one that ran `initialize`), not a 2026-era client."""
+    return ctx.session.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS
 
 
 def page(items: Sequence[T], cursor: str | None) -> tuple[list[T], str | None]:

@@ -13,7 +13,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Mapping
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
@@ -21,20 +21,19 @@ import anyio
 import anyio.abc
 from mcp import MCPError, types
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
-from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from proxy.downstream import _bridge as bridge
 from proxy.downstream._arguments import check_call, entry_schema
 from proxy.downstream._carried import list_hint
 from proxy.downstream._channels import RequestContext, SessionChannel
-from proxy.downstream._identity import SessionlessClient, client_name, principal, promotion_key, session_key
+from proxy.downstream._identity import client_name, principal, promotion_key, session_key
 from proxy.downstream._large import LargeResults, result_owner
 from proxy.downstream._logging import SessionLogs
-from proxy.downstream._notifier import ChangeNotifier, Kind
+from proxy.downstream._notifier import LIST_CHANGED, ChangeNotifier, Kind
 from proxy.downstream._observe import BRIDGE_SERVER, CallObserver, CallRecord, session_label
-from proxy.downstream._promotion import Promotions
+from proxy.downstream._promotion import Promoter
 from proxy.downstream._prompts import Prompts
-from proxy.downstream._protocol import Upstreams
+from proxy.downstream._protocol import Upstreams, handshake_era
 from proxy.downstream._request_state import RequestStates
 from proxy.downstream._resources import Resources
 from proxy.downstream._roundtrips import RoundTripChannel, RoundTrips
@@ -52,15 +51,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 PROFILE_SCOPE_KEY = "toolbridge.profile"
-_LIST_CHANGED: dict[Kind, type[types.ServerNotification]] = {
-    "tools": types.ToolListChangedNotification,
-    "prompts": types.PromptListChangedNotification,
-    "resources": types.ResourceListChangedNotification,
-}
-
-
-def _legacy(ctx: RequestContext) -> bool:
-    return ctx.session.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS
 
 
 def _handshake_shaped(result: types.CallToolResult) -> types.CallToolResult:
@@ -122,10 +112,9 @@ class Handlers:
         self.logs = SessionLogs(views, upstreams)
         self.resources = Resources(upstreams, self._view, self._request_channel, session_key)
         self.prompts = Prompts(upstreams, self._view, self._request_channel)
-        self.promotions = Promotions()
-        self.shared_promotions = shared_promotions
+        self.promoter = Promoter(views, notifier, shared_promotions)
         self.tasks = tasks or Tasks.alone(upstreams)
-        notifier.session_tools = self._tools_fingerprint
+        notifier.session_tools = self.promoter.tools_fingerprint
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Host what outlives one request (2026-era calls awaiting the client's input) until cancelled."""
@@ -136,7 +125,7 @@ class Handlers:
         self.notifier.forget(key)
         self.resources.subscriptions.forget(key)
         self.logs.forget(key)
-        self.promotions.forget(key)
+        self.promoter.forget(key)
 
     async def on_notice(self, server: str, notification: types.ServerNotification) -> None:
         """An upstream notification that no call claimed: resource updates and unrelated logs."""
@@ -180,19 +169,19 @@ class Handlers:
 
     def _request_channel(self, ctx: RequestContext) -> BackChannel | None:
         """A back channel for a request that is not a tool call: handshake-era sessions only."""
-        if not _legacy(ctx):
+        if not handshake_era(ctx):
             return None
         key = session_key(ctx)
         return SessionChannel(ctx, lambda: self.logs.level(key))
 
     def _remember(self, ctx: RequestContext, view: SessionView, kind: Kind) -> None:
         key = session_key(ctx)
-        if key is None or not _legacy(ctx):
+        if key is None or not handshake_era(ctx):
             return
         session = ctx.session
 
         async def notify(changed: Kind) -> None:
-            await session.send_notification(_LIST_CHANGED[changed]())
+            await session.send_notification(LIST_CHANGED[changed]())
 
         self.notifier.remember(key, view, notify, (kind,))
 
@@ -203,8 +192,8 @@ class Handlers:
         view = await self._view(ctx)
         self._remember(ctx, view, "tools")
         key = promotion_key(ctx)
-        await self._load_promotions(key, view)
-        surface, _ = self.views.session_surface(view, self._promoted(key, view))
+        await self.promoter.load(key, view)
+        surface, _ = self.views.session_surface(view, self.promoter.promoted(key, view))
         return types.ListToolsResult(tools=list(surface.tools), **list_hint(ctx, view, "tools"))
 
     async def read_resource(
@@ -219,43 +208,6 @@ class Handlers:
                 raise MCPError(types.INVALID_PARAMS, str(exc)) from exc
         await self._await_startup()  # the resource's server may still be starting
         return await self.resources.read(ctx, params)
-
-    def _promoted(self, session: Hashable | None, view: SessionView) -> tuple[str, ...]:
-        """The deferred tools this session used and now gets listed directly (`promote: N`)."""
-        if session is None or not view.promote:
-            return ()
-        return self.views.promotable(view, self.promotions.used(session))
-
-    def _tools_fingerprint(self, session: Hashable, view: SessionView) -> str:
-        return self.views.session_surface(view, self._promoted(session, view))[1]
-
-    async def _load_promotions(self, session: Hashable | None, view: SessionView) -> None:
-        """A sessionless client may have been promoted tools through another replica: take that record."""
-        if isinstance(session, SessionlessClient) and view.promote and self.shared_promotions is not None:
-            names = await self.shared_promotions.load(session.label)
-            if names is not None:
-                self.promotions.replace(session, names)
-
-    async def _used(
-        self, session: Hashable | None, view: SessionView, names: Iterable[str], *, keep: bool = True
-    ) -> None:
-        """The session used or pinned these tools (`keep=False`: unpinned them): promote the deferred
-        ones, or take them back, and tell it if its list changed."""
-        used = [name for name in names if name in view.deferred]
-        if session is None or not view.promote or not used:
-            return
-        await self._load_promotions(session, view)  # what other replicas recorded is kept, not overwritten
-        before = list(self.promotions.used(session))
-        for name in used:
-            if keep:
-                self.promotions.use(session, name)
-            else:
-                self.promotions.drop(session, name)
-        if self.promotions.used(session) == before:
-            return  # e.g. the latest promoted tool called again: nothing to tell or to share
-        self.notifier.recheck()
-        if isinstance(session, SessionlessClient) and self.shared_promotions is not None:
-            await self.shared_promotions.save(session.label, self.promotions.used(session))
 
     async def list_prompts(
         self, ctx: RequestContext, params: types.PaginatedRequestParams | None
@@ -300,7 +252,7 @@ class Handlers:
         )
 
         async def notify(kind: Kind) -> None:
-            changed = _LIST_CHANGED[kind](params=types.NotificationParams(_meta=meta))
+            changed = LIST_CHANGED[kind](params=types.NotificationParams(_meta=meta))
             await ctx.session.send_notification(changed, related_request_id=ctx.request_id)
 
         async def updated(uri: str) -> None:
@@ -329,7 +281,7 @@ class Handlers:
     ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         """Answer a call; a 2026-era session's call runs across input-required rounds when it must, and
         one that declared the tasks extension gets the task an upstream made of it (`_tasks`)."""
-        if _legacy(ctx):
+        if handshake_era(ctx):
             key = session_key(ctx)
             return _handshake_shaped(await self._answer(ctx, params, SessionChannel(ctx, lambda: self.logs.level(key))))
 
@@ -356,7 +308,7 @@ class Handlers:
         error: Exception | None = None
         session = promotion_key(ctx)
         try:
-            result = await self._dispatch(session, view, params.name, arguments, channel, target, _legacy(ctx))
+            result = await self._dispatch(session, view, params.name, arguments, channel, target, handshake_era(ctx))
         except InvalidArguments as exc:
             error = exc
             payload = {"error": str(exc), "path": exc.path, "constraint": exc.constraint}
@@ -370,8 +322,8 @@ class Handlers:
             result = _text_result(f"toolbridge: internal error: {redact(str(exc))}", is_error=True)
         if error is None and target and self.large_results is not None:
             result = await self.large_results.cut(result, result_owner(principal(ctx), view.profile))
-        if error is None and not result.is_error and _legacy(ctx):  # 2026 era: only pins promote (SEP-2567)
-            await self._used(session, view, [entry.name for entry in target])
+        if error is None and not result.is_error and handshake_era(ctx):  # 2026 era: only pins promote (SEP-2567)
+            await self.promoter.use(session, view, [entry.name for entry in target])
         if self.on_call is not None:
             self.on_call(_record(ctx, view, params.name, arguments, target, result, error,
                                  started, time.perf_counter() - clock))
@@ -388,9 +340,9 @@ class Handlers:
         if name == "tool_describe":
             described, pin = bridge.describe(self.views, view, arguments), bridge.pin_request(arguments)
             if pin is not None or legacy:
-                await self._used(session, view, described["tools"], keep=pin is not False)
+                await self.promoter.use(session, view, described["tools"], keep=pin is not False)
             if pin is not None:
-                described["pinned"] = list(self._promoted(session, view)) if view.promote else []
+                described["pinned"] = list(self.promoter.promoted(session, view)) if view.promote else []
             return _text_result(described)
         if name == "tool_call":
             prepared = await bridge.prepare_call(self.views, view, arguments)
@@ -398,9 +350,9 @@ class Handlers:
             return await self._forward(prepared.entry, prepared.arguments, channel)
         if view.surface.tier != "bridge":
             direct = name in view.scope
-        elif not (direct := name in view.core or name in self._promoted(session, view)):
-            await self._load_promotions(session, view)  # another replica may have promoted it
-            direct = name in self._promoted(session, view)
+        elif not (direct := name in view.core or name in self.promoter.promoted(session, view)):
+            await self.promoter.load(session, view)  # another replica may have promoted it
+            direct = name in self.promoter.promoted(session, view)
         if not direct and len(callees := view.app_calls.get(name, ())) == 1:  # an MCP App calling its server back
             name, direct = callees[0], True
         entry = self.views.registry.get(name)
