@@ -65,7 +65,7 @@ def build_server(handlers: Handlers) -> Server[Any]:
             instructions="Tools from many MCP servers. Use tool_search to find deferred tools.",
             lifespan=per_connection,
             on_list_tools=handlers.list_tools,
-            on_call_tool=handlers.call_tool,
+            on_call_tool=handlers.calls.call_tool,
             on_list_resources=handlers.list_resources,
             on_list_resource_templates=handlers.resources.templates,
             on_read_resource=handlers.read_resource,
