@@ -75,7 +75,7 @@ def build_server(handlers: Handlers) -> Server[Any]:
             on_get_prompt=handlers.prompts.get,
             on_completion=handlers.prompts.complete,
             on_set_logging_level=handlers.set_logging_level,
-            on_subscriptions_listen=handlers.listen,
+            on_subscriptions_listen=handlers.streams.listen,
             get_tool_input_schema=handlers.input_schema,
         )
     server.extensions[TASKS] = {}

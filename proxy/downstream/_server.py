@@ -2,22 +2,20 @@
 
 `tools/list` is computed per session from its profile and its promotions (`_promotion`); resources,
 prompts, completion and logging come from the servers in its scope (`_resources`, `_prompts`,
-`_logging`); tool calls are answered by `_calls`. List changes are announced by
-`_notifier.ChangeNotifier`. Each request's view waits for the fleet only within the startup window.
+`_logging`); tool calls are answered by `_calls`, and 2026-era listen streams by `_listen`. List
+changes are announced by `_notifier.ChangeNotifier`. Each request's view waits for the fleet only
+within the startup window.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Hashable, Mapping
-from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
 from mcp import MCPError, types
-from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 
 from proxy.downstream._arguments import entry_schema
 from proxy.downstream._calls import ToolCalls
@@ -25,6 +23,7 @@ from proxy.downstream._carried import list_hint
 from proxy.downstream._channels import RequestContext, SessionChannel
 from proxy.downstream._identity import client_name, principal, promotion_key, session_key
 from proxy.downstream._large import LargeResults, result_owner
+from proxy.downstream._listen import ListenStreams
 from proxy.downstream._logging import SessionLogs
 from proxy.downstream._notifier import LIST_CHANGED, ChangeNotifier, Kind
 from proxy.downstream._observe import CallObserver
@@ -40,8 +39,6 @@ from proxy.views import SessionView, Views
 
 if TYPE_CHECKING:
     from proxy.shared import SharedPromotions  # Redis is imported only when a URL is given
-
-logger = logging.getLogger(__name__)
 
 PROFILE_SCOPE_KEY = "toolbridge.profile"
 
@@ -80,6 +77,7 @@ class Handlers:
         self.tasks = tasks or Tasks.alone(upstreams)
         self.calls = ToolCalls(views, upstreams, self._view, self._await_startup, self.promoter, self.logs,
                                self.round_trips, self.tasks, large_results=large_results, on_call=on_call)
+        self.streams = ListenStreams(notifier, self.resources, self.view_of, self.forget)
         notifier.session_tools = self.promoter.tools_fingerprint
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -195,49 +193,3 @@ class Handlers:
     def input_schema(self, name: str) -> Mapping[str, Any] | None:
         entry = self.views.registry.get(name)
         return entry_schema(entry) if entry is not None else None
-
-    async def listen(
-        self, ctx: RequestContext, params: types.SubscriptionsListenRequestParams
-    ) -> types.SubscriptionsListenResult:
-        """Serve a 2026-era listen stream: ack, then announce this session's changes until closed."""
-        meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
-        wanted = params.notifications
-        kinds: list[Kind] = [kind for kind, flag in (("tools", wanted.tools_list_changed),
-                                                     ("prompts", wanted.prompts_list_changed),
-                                                     ("resources", wanted.resources_list_changed)) if flag]
-        view = self.views.for_profile(self.profile_of(ctx))  # taken before the ack: no change is missed
-        # Of the first MAX_PER_SESSION URIs asked for, those a server serves: the ack names them.
-        asked = islice(wanted.resource_subscriptions or (), self.resources.subscriptions.MAX_PER_SESSION)
-        routed = [(uri, target) for uri in asked if (target := view.catalog.route_uri(uri)) is not None]
-        uris = [uri for uri, _ in routed]
-        honored = types.SubscriptionFilter(
-            tools_list_changed=True if "tools" in kinds else None,
-            prompts_list_changed=True if "prompts" in kinds else None,
-            resources_list_changed=True if "resources" in kinds else None,
-            resource_subscriptions=uris or None,
-        )
-
-        async def notify(kind: Kind) -> None:
-            changed = LIST_CHANGED[kind](params=types.NotificationParams(_meta=meta))
-            await ctx.session.send_notification(changed, related_request_id=ctx.request_id)
-
-        async def updated(uri: str) -> None:
-            notification = types.ResourceUpdatedNotification(
-                params=types.ResourceUpdatedNotificationParams(uri=uri, _meta=meta))
-            await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
-
-        stream = object()
-        if kinds:
-            self.notifier.remember(stream, view, notify, kinds, session=promotion_key(ctx))
-        await self.resources.watch(stream, routed, updated)
-        try:
-            await ctx.session.send_notification(
-                types.SubscriptionsAcknowledgedNotification(
-                    params=types.SubscriptionsAcknowledgedNotificationParams(notifications=honored, _meta=meta)
-                ),
-                related_request_id=ctx.request_id,
-            )
-            await anyio.sleep_forever()
-        finally:
-            self.forget(stream)
-        return types.SubscriptionsListenResult(_meta=meta)
