@@ -176,3 +176,22 @@ async def _register_catalog(catalogs: Catalogs, name: str, client: Client, tools
                                 lists["prompts"].prompts if "prompts" in lists else [])
     hints = {kind: CacheHint.of(result) for kind, result in lists.items()}
     catalogs.set_server_traits(name, ServerTraits(capabilities.extensions or {}, hints))
+
+
+class Inbox:
+    """The resource updates one downstream client received, in order (its `message_handler`)."""
+
+    def __init__(self) -> None:
+        self.uris: list[str] = []
+        self._arrived = anyio.Event()
+
+    async def on_message(self, message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            self.uris.append(message.params.uri)
+            self._arrived.set()
+            self._arrived = anyio.Event()
+
+    async def receive(self, uri: str, times: int = 1) -> None:
+        with anyio.fail_after(10):
+            while self.uris.count(uri) < times:
+                await self._arrived.wait()

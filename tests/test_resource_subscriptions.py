@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio
 import pytest
-from inprocess import gateway
+from inprocess import Inbox, gateway
 from mcp import Client, MCPError, types
 from mcp.server.lowlevel import Server
 
@@ -55,24 +54,6 @@ class Watched:
     async def update(self, uri: str) -> None:
         await self.session.send_resource_updated(uri)
 
-
-class Inbox:
-    """The resource updates one downstream client received."""
-
-    def __init__(self) -> None:
-        self.uris: list[str] = []
-        self._arrived = anyio.Event()
-
-    async def on_message(self, message: Any) -> None:
-        if isinstance(message, types.ResourceUpdatedNotification):
-            self.uris.append(message.params.uri)
-            self._arrived.set()
-            self._arrived = anyio.Event()
-
-    async def receive(self, uri: str) -> None:
-        with anyio.fail_after(5):
-            while uri not in self.uris:
-                await self._arrived.wait()
 
 
 async def test_a_session_past_its_subscription_cap_gets_a_clear_error_and_keeps_what_it_has() -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 import pytest
 from conftest import serve_app
+from inprocess import Inbox
 from mcp import Client, types
 from mcp.types.version import LATEST_HANDSHAKE_VERSION
 from servers import subscribable
@@ -58,24 +59,6 @@ async def proxied(
         yield gateway.fleet, build_server(handlers)
         tg.cancel_scope.cancel()
 
-
-class Inbox:
-    """The resource updates one downstream client received, in order."""
-
-    def __init__(self) -> None:
-        self.uris: list[str] = []
-        self._arrived = anyio.Event()
-
-    async def on_message(self, message: Any) -> None:
-        if isinstance(message, types.ResourceUpdatedNotification):
-            self.uris.append(message.params.uri)
-            self._arrived.set()
-            self._arrived = anyio.Event()
-
-    async def receive(self, uri: str, times: int = 1) -> None:
-        with anyio.fail_after(10):
-            while self.uris.count(uri) < times:
-                await self._arrived.wait()
 
 
 @asynccontextmanager
