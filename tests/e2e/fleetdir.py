@@ -22,14 +22,21 @@ REPO = Path(__file__).resolve().parent.parent.parent
 MCPSERVER_FIXTURE = REPO / "tests" / "servers" / "mcpserver_fixture.py"
 
 
-def write_fleet(directory: Path, servers: dict[str, list[str]], toolsets: dict[str, Any] | None = None) -> Path:
-    """A config dir whose upstreams run the catalog server with the given arguments."""
+def write_config(directory: Path, upstreams: dict[str, dict[str, Any]], toolsets: dict[str, Any] | None = None,
+                 ) -> Path:
+    """A config dir with these upstream specs (a 30 s `connect_timeout` unless given) and `toolsets.yaml`."""
     (directory / "upstreams").mkdir(parents=True, exist_ok=True)
-    for name, args in servers.items():
-        spec = {"command": sys.executable, "args": [CATALOG_SERVER, *args], "connect_timeout": 20}
-        (directory / "upstreams" / f"{name}.yaml").write_text(yaml.safe_dump(spec))
+    for name, spec in upstreams.items():
+        (directory / "upstreams" / f"{name}.yaml").write_text(yaml.safe_dump({"connect_timeout": 30, **spec}))
     (directory / "toolsets.yaml").write_text(yaml.safe_dump(toolsets or {}))
     return directory
+
+
+def write_fleet(directory: Path, servers: dict[str, list[str]], toolsets: dict[str, Any] | None = None) -> Path:
+    """A config dir whose upstreams run the catalog server with the given arguments."""
+    specs = {name: {"command": sys.executable, "args": [CATALOG_SERVER, *args], "connect_timeout": 20}
+             for name, args in servers.items()}
+    return write_config(directory, specs, toolsets)
 
 
 def calls(log: Path) -> list[dict[str, Any]]:

@@ -14,23 +14,16 @@ from typing import Any
 
 import anyio
 import pytest
-import yaml
-from fleetdir import REPO, serve_stdio
+from fleetdir import REPO, serve_stdio, write_config
 from mcp import Client, types
 
 pytestmark = pytest.mark.anyio
 
+SETTLED = {"startup_wait": 30}  # toolsets.yaml: a session waits for the upstream to register
+
 FIXTURE = REPO / "tests" / "servers" / "conformance_fixture.py"
 EVERYTHING = REPO / ".venv" / "bin" / "mcp-server-everything"
 MODES = ["legacy", "auto"]
-
-
-def _config(directory: Path, upstreams: dict[str, dict[str, Any]]) -> Path:
-    (directory / "upstreams").mkdir(parents=True)
-    for name, spec in upstreams.items():
-        (directory / "upstreams" / f"{name}.yaml").write_text(yaml.safe_dump({**spec, "connect_timeout": 30}))
-    (directory / "toolsets.yaml").write_text(yaml.safe_dump({"startup_wait": 30}))
-    return directory
 
 
 async def _sample(ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
@@ -51,7 +44,7 @@ def _text(result: types.CallToolResult) -> str:
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_bridge_tool_call_relays_sampling_and_elicitation_to_the_caller(mode: str, tmp_path: Path) -> None:
-    config = _config(tmp_path, {"fixture": {"command": sys.executable, "args": [str(FIXTURE)]}})
+    config = write_config(tmp_path, {"fixture": {"command": sys.executable, "args": [str(FIXTURE)]}}, SETTLED)
     with anyio.fail_after(60):
         async with Client(serve_stdio(config), mode=mode, sampling_callback=_sample,
                           elicitation_callback=_elicit) as client:
@@ -69,7 +62,7 @@ async def test_bridge_tool_call_relays_sampling_and_elicitation_to_the_caller(mo
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_client_without_sampling_gives_the_upstream_a_clear_error(mode: str, tmp_path: Path) -> None:
-    config = _config(tmp_path, {"fixture": {"command": sys.executable, "args": [str(FIXTURE)]}})
+    config = write_config(tmp_path, {"fixture": {"command": sys.executable, "args": [str(FIXTURE)]}}, SETTLED)
     with anyio.fail_after(60):
         async with Client(serve_stdio(config), mode=mode) as client:
             result = await client.call_tool("tool_call", {"name": "fixture__test_sampling",
@@ -83,7 +76,7 @@ async def test_a_client_without_sampling_gives_the_upstream_a_clear_error(mode: 
 async def test_server_everything_resources_prompts_completion_sampling_and_elicitation(
     mode: str, tmp_path: Path
 ) -> None:
-    config = _config(tmp_path, {"everything": {"command": str(EVERYTHING), "args": ["stdio"]}})
+    config = write_config(tmp_path, {"everything": {"command": str(EVERYTHING), "args": ["stdio"]}}, SETTLED)
     with anyio.fail_after(90):
         async with Client(serve_stdio(config), mode=mode, sampling_callback=_sample,
                           elicitation_callback=_elicit) as client:
@@ -114,7 +107,7 @@ async def test_server_everything_resources_prompts_completion_sampling_and_elici
 
 @pytest.mark.skipif(not EVERYTHING.exists(), reason="server-everything not installed: run scripts/setup.sh")
 async def test_server_everything_logs_reach_a_session_that_set_a_level(tmp_path: Path) -> None:
-    config = _config(tmp_path, {"everything": {"command": str(EVERYTHING), "args": ["stdio"]}})
+    config = write_config(tmp_path, {"everything": {"command": str(EVERYTHING), "args": ["stdio"]}}, SETTLED)
     received: list[types.LoggingMessageNotificationParams] = []
     arrived = anyio.Event()
 

@@ -14,9 +14,8 @@ from typing import Any
 
 import anyio
 import pytest
-import yaml
 from conftest import free_port
-from fleetdir import REPO, serve_http, serve_stdio
+from fleetdir import REPO, serve_http, serve_stdio, write_config
 from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 
@@ -29,13 +28,10 @@ UI = "ui://basic/get-time/mcp-app.html"  # the example's `ui://get-time/mcp-app.
 
 
 def _config(directory: Path, log: Path) -> Path:
-    upstreams = {"basic": {"command": "node", "args": [str(BASIC / "index.js"), "--stdio"]},
-                 "clock": {"command": sys.executable, "args": [str(APPS_SERVER), "--log", str(log)]}}
-    (directory / "upstreams").mkdir(parents=True)
-    for name, spec in upstreams.items():
-        (directory / "upstreams" / f"{name}.yaml").write_text(yaml.safe_dump({**spec, "connect_timeout": 30}))
-    (directory / "toolsets.yaml").write_text(yaml.safe_dump({"startup_wait": 30}))
-    return directory
+    return write_config(directory, {
+        "basic": {"command": "node", "args": [str(BASIC / "index.js"), "--stdio"]},
+        "clock": {"command": sys.executable, "args": [str(APPS_SERVER), "--log", str(log)]},
+    }, {"startup_wait": 30})
 
 
 @asynccontextmanager

@@ -16,9 +16,8 @@ from typing import Any
 
 import anyio
 import pytest
-import yaml
 from conftest import serve_app
-from fleetdir import REPO, mcpserver_over_http, serve_stdio
+from fleetdir import REPO, mcpserver_over_http, serve_stdio, write_config
 from mcp import Client, types
 from servers.conformance_fixture import http_app
 
@@ -49,14 +48,6 @@ def _text(result: types.CallToolResult) -> str:
     return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
 
 
-def _config(directory: Path, upstreams: dict[str, dict[str, Any]]) -> Path:
-    (directory / "upstreams").mkdir(parents=True)
-    for name, spec in upstreams.items():
-        (directory / "upstreams" / f"{name}.yaml").write_text(yaml.safe_dump({**spec, "connect_timeout": 30}))
-    (directory / "toolsets.yaml").write_text(yaml.safe_dump({"core": ["*"], "startup_wait": 30}))
-    return directory
-
-
 # (tool, arguments, the answer the upstream reports back)
 EXPECTED = [
     ("lowlevel__test_sampling", {"prompt": "p1"}, "LLM response: hi:p1"),
@@ -80,12 +71,12 @@ EXPECTED = [
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_every_upstream_shape_reaches_a_client_of_either_era(mode: str, tmp_path: Path) -> None:
     async with serve_app(http_app()) as lowlevel, mcpserver_over_http() as pyhttp:
-        config = _config(tmp_path, {
+        config = write_config(tmp_path, {
             "lowlevel": {"url": f"{lowlevel}/mcp"},
             "pyhttp": {"url": pyhttp},
             "pystdio": {"command": sys.executable, "args": [str(SERVERS / "mcpserver_fixture.py")]},
             "ts": {"command": NODE, "args": [str(SERVERS / "ts_asker.mjs")]},
-        })
+        }, {"core": ["*"], "startup_wait": 30})
         with anyio.fail_after(120):
             async with Client(serve_stdio(config), mode=mode, sampling_callback=_sample, elicitation_callback=_elicit,
                               list_roots_callback=_roots) as client:
