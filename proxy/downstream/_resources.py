@@ -61,8 +61,8 @@ class Subscriptions:
         self._total = 0
         self._evicted = False
 
-    def add(self, key: Hashable, target: Target, uri: str, notify: Notify) -> bool:
-        """Record it; True when nobody was subscribed to `target` before.
+    def add(self, key: Hashable, target: Target, uri: str, notify: Notify) -> None:
+        """Record it.
 
         Raises:
             MCPError: the session already holds `MAX_PER_SESSION` other subscriptions.
@@ -78,24 +78,21 @@ class Subscriptions:
         sessions = self._targets.setdefault(target, {})
         sessions[key] = (uri, notify)
         self._evict()
-        return len(sessions) == 1
 
-    def remove(self, key: Hashable, target: Target) -> bool:
-        """Drop it; True when nobody is subscribed to `target` any more (then it is released)."""
+    def remove(self, key: Hashable, target: Target) -> None:
+        """Drop it; `target` is released when nobody is subscribed to it any more."""
         own = self._sessions.get(key)
         if own is None or target not in own:
-            return False
+            return
         own.remove(target)
         self._total -= 1
         if not own:
             del self._sessions[key]
         sessions = self._targets[target]
         del sessions[key]
-        if sessions:
-            return False
-        del self._targets[target]
-        self._release(*target)
-        return True
+        if not sessions:
+            del self._targets[target]
+            self._release(*target)
 
     def forget(self, key: Hashable) -> None:
         for target in list(self._sessions.get(key, ())):
