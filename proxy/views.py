@@ -153,13 +153,16 @@ def _semantic_index(setting: str, cache_dir: Path | None) -> SemanticIndex | Non
         return None
     from proxy.search import SemanticIndex, semantic
 
-    if setting == "auto" and not (semantic.available() and semantic.affordable()):
-        logger.info("tool_search ranks lexically: %s", "this CPU has no integer dot-product instructions (semantic: "
-                    "on embeds anyway)" if semantic.available() else f"no semantic extra ({semantic.INSTALL_HINT})")
-        return None
     if not semantic.available():
-        logger.warning("tool_search.semantic is on but its extra is not installed; searching lexically. "
-                       "Install it with: %s", semantic.INSTALL_HINT)
+        if setting == "on":
+            logger.warning("tool_search.semantic is on but its extra is not installed; searching lexically. "
+                           "Install it with: %s", semantic.INSTALL_HINT)
+        else:
+            logger.info("tool_search ranks lexically: no semantic extra (%s)", semantic.INSTALL_HINT)
+        return None
+    if setting == "auto" and not semantic.affordable():
+        logger.info("tool_search ranks lexically: this CPU has no integer dot-product instructions "
+                    "(semantic: on embeds anyway)")
         return None
     return SemanticIndex(cache_dir)
 
