@@ -1,15 +1,17 @@
 """Each upstream's resources, resource templates and prompts, and one session's aggregate of them.
 
 Resource URIs pass unchanged, but for MCP Apps' `ui://` ones, namespaced per server
-(`ui://<server>/<rest>`, see `proxy.upstream.ui_namespaced`). Two servers listing the same URI (or
-the same template) are settled by time: the server that listed it first owns the plain form, and
-keeps it while it reconnects; the other's copy is listed and reachable as
-`toolbridge://server/<server>/<uri>`. A server's name never decides, so none can be named to sort
-early and take over another's `file://` URIs; the same goes for overlapping templates, tried in the
-order they were first listed. Shadowing is logged once as a warning and reported by `shadowed()`
-(in `/status`). Prompt names are exposed like tool names (`<server>__<prompt>`, or raw under
-`prefix: false`). Synchronous, on one event loop; every change bumps the registry's generation, so
-the session views and list_changed announcements keyed on it follow.
+(`ui://<server>/<rest>`, see `proxy.upstream.ui_namespaced`), and for a URI that more than one server
+in a session's scope claims. Neither name nor timing picks one of those: every copy is listed as
+`toolbridge://server/<server>/<uri>`, a link a server hands out is rewritten to that form
+(`CatalogView.address`), and a read of the plain URI is refused with the qualified forms named
+(`AmbiguousUri`), so a hostile upstream that starts faster, or is named to sort first, never takes
+over another's `file://` URIs. A server's claims outlive its connection, so its URIs do not pass to
+another while it reconnects. A URI nobody lists is routed by the templates that match it, with the
+same rule. Shadowing is logged once as a warning and reported by `shadowed()` (in `/status`).
+Prompt names are exposed like tool names (`<server>__<prompt>`, or raw under `prefix: false`).
+Synchronous, on one event loop; every change bumps the registry's generation, so the session views
+and list_changed announcements keyed on it follow.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import logging
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TypeVar
 
 from mcp import types
 from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
@@ -30,7 +33,7 @@ from proxy.registry import Registry
 from proxy.text import clean
 from proxy.upstream import UI_EXTENSION, CacheHint, ListKind, ServerTraits, merge_extensions, ui_namespaced, ui_original
 
-__all__ = ["QUALIFIED_PREFIX", "CatalogView", "Catalogs", "ServerCatalog", "Shadowed", "qualified_uri"]
+__all__ = ["QUALIFIED_PREFIX", "AmbiguousUri", "CatalogView", "Catalogs", "ServerCatalog", "Shadowed", "qualified_uri"]
 
 logger = logging.getLogger(__name__)
 
@@ -65,15 +68,25 @@ class ServerCatalog:
 
 @dataclass(frozen=True)
 class Shadowed:
-    """A URI or template listed by more than one server: who owns the plain form, whose copies wait."""
+    """A URI or template listed by more than one server: each copy is reachable only in its qualified form."""
 
     uri: str
     kind: str  # "resource" or "template"
-    owner: str
-    others: tuple[str, ...]
+    servers: tuple[str, ...]
+
+
+class AmbiguousUri(LookupError):
+    """More than one server in the session's scope claims a plain URI: it names their qualified forms."""
+
+    def __init__(self, uri: str, servers: Iterable[str]) -> None:
+        self.uri = uri
+        self.alternatives = [qualified_uri(server, uri) for server in sorted(servers)]
+        super().__init__(f"resource {uri[:200]!r} is served by more than one server in this session; "
+                         f"ask for one of {', '.join(a[:300] for a in self.alternatives)}")
 
 
 Claim = tuple[str, str]  # ("resource" or "template", the URI or template as listed)
+Block = TypeVar("Block", bound=types.ContentBlock)
 
 
 @dataclass(frozen=True)
@@ -97,7 +110,7 @@ class CatalogView:
     templates: tuple[types.ResourceTemplate, ...]
     prompts: tuple[types.Prompt, ...]
     prompt_routes: Mapping[str, tuple[str, str]]
-    uri_owners: Mapping[str, str]
+    uri_claims: Mapping[str, tuple[str, ...]]  # plain URI → the servers in scope that claim it
     template_routes: tuple[_Template, ...] = field(repr=False)
     reachable: frozenset[str] = frozenset()  # every server in scope, with a catalog or not: who owns a `ui://` URI
     extensions: Mapping[str, Mapping[str, object]] = field(default_factory=dict)  # carried, of the servers in scope
@@ -116,10 +129,11 @@ class CatalogView:
         return _fingerprint(self.prompts)
 
     def route_uri(self, uri: str) -> tuple[str, str] | None:
-        """(server, upstream URI) for a listed URI, a qualified form, or a template match; else None.
+        """(server, upstream URI) for a qualified form, a URI one server in scope claims, or one that only one
+        server's templates match; else None. A URI over `MAX_URI_CHARS` is nobody's: each template would scan it.
 
-        Templates are tried in the order they were first listed, so overlapping templates have one owner. A URI over
-        `MAX_URI_CHARS` is nobody's: each template would scan it.
+        Raises:
+            AmbiguousUri: more than one server in scope claims the plain URI (or, unlisted, matches it).
         """
         if len(uri) > MAX_URI_CHARS:
             return None
@@ -128,23 +142,47 @@ class CatalogView:
             return app
         qualified = _unqualify(uri)
         if qualified is not None:
-            return qualified if qualified[0] in self.servers else None
-        if uri in self.uri_owners:
-            return self.uri_owners[uri], uri
-        for entry in self.template_routes:
-            if entry.parsed is not None and entry.parsed.match(uri) is not None:
-                return entry.server, uri
-        return None
+            return qualified if qualified[0] in self.reachable else None
+        servers = self.uri_claims.get(uri) or tuple(dict.fromkeys(
+            entry.server for entry in self.template_routes if entry.parsed is not None and entry.parsed.match(uri)))
+        if len(servers) > 1:
+            raise AmbiguousUri(uri, servers)
+        return (servers[0], uri) if servers else None
 
     def route_template(self, uri_template: str) -> tuple[str, str] | None:
-        """(server, upstream template) for a completion `ref/resource`: exact template, else as a URI."""
+        """(server, upstream template) for a completion `ref/resource`: exact template, else as a URI.
+
+        Raises:
+            AmbiguousUri: more than one server in scope lists the template, or claims it as a URI.
+        """
         qualified = _unqualify(uri_template)
         if qualified is not None:
-            return qualified if qualified[0] in self.servers else None
-        for entry in self.template_routes:
-            if entry.template.uri_template == uri_template:
-                return entry.server, uri_template
-        return self.route_uri(uri_template)
+            return qualified if qualified[0] in self.reachable else None
+        servers = tuple(dict.fromkeys(
+            entry.server for entry in self.template_routes if entry.template.uri_template == uri_template))
+        if len(servers) > 1:
+            raise AmbiguousUri(uri_template, servers)
+        return (servers[0], uri_template) if servers else self.route_uri(uri_template)
+
+    def address(self, server: str, uri: str) -> str:
+        """How `server` handing out `uri` is told to this session: plain when a read of it reaches `server`,
+        else the qualified form, so the link reads back from the server that gave it, whoever else claims it."""
+        if uri.startswith("ui://"):  # namespaced per server already (`ui://<server>/…`)
+            return uri
+        try:
+            routed = self.route_uri(uri)
+        except AmbiguousUri:
+            routed = None
+        return uri if routed == (server, uri) else qualified_uri(server, uri)
+
+    def addressed(self, server: str, block: Block) -> Block:
+        """A resource link or embedded resource `server` sent, under the URI that reads it back (`address`)."""
+        if isinstance(block, types.ResourceLink) and (uri := self.address(server, block.uri)) != block.uri:
+            return block.model_copy(update={"uri": uri})
+        if isinstance(block, types.EmbeddedResource) and (
+                uri := self.address(server, block.resource.uri)) != block.resource.uri:
+            return block.model_copy(update={"resource": block.resource.model_copy(update={"uri": uri})})
+        return block
 
 
 class Catalogs:
@@ -158,10 +196,9 @@ class Catalogs:
         self._views: dict[tuple[int, frozenset[str]], CatalogView] = {}
         self._traits: dict[str, ServerTraits] = {}
         self._logged: set[str] = set()
-        # When each server first listed each URI and template, by a counter. A withdrawn server keeps
-        # its claims (it owns its URIs again when it returns); a new listing replaces them.
-        self._claims: dict[str, dict[Claim, int]] = {}
-        self._clock = 0
+        # What each server lists. A withdrawn server keeps its claims, so nobody else takes its URIs while it
+        # reconnects; a new listing replaces them.
+        self._claims: dict[str, frozenset[Claim]] = {}
 
     @property
     def servers(self) -> list[str]:
@@ -185,19 +222,21 @@ class Catalogs:
             self._publish(server, ServerCatalog(), True)
 
     def _claim(self, server: str, catalog: ServerCatalog) -> None:
-        old = self._claims.pop(server, {})
-        claims: dict[Claim, int] = {}
-        for claim in [("resource", r.uri) for r in catalog.resources] + [
-                ("template", t.uri_template) for t in catalog.templates]:
-            if claim not in claims:
-                if claim not in old:
-                    self._clock += 1
-                claims[claim] = old.get(claim, self._clock)
+        claims = frozenset([*(("resource", uri) for uri in _listed(server, catalog, "resource")),
+                            *(("template", uri) for uri in _listed(server, catalog, "template"))])
         if claims:
             self._claims[server] = claims
+        else:
+            self._claims.pop(server, None)
 
-    def _claimed_at(self, server: str, claim: Claim) -> int:
-        return self._claims.get(server, {}).get(claim, self._clock + 1)
+    def _claimers(self, servers: Iterable[str], kind: str) -> dict[str, tuple[str, ...]]:
+        """URI (or template) → which of `servers` claim it, connected or not, in name order."""
+        claimers: dict[str, tuple[str, ...]] = {}
+        for server in sorted(servers):
+            for claim_kind, uri in self._claims.get(server, ()):
+                if claim_kind == kind:
+                    claimers[uri] = (*claimers.get(uri, ()), server)
+        return claimers
 
     def _publish(self, server: str, catalog: ServerCatalog, prefix: bool) -> None:
         if catalog.empty:
@@ -232,11 +271,11 @@ class Catalogs:
         return view
 
     def _build(self, servers: tuple[str, ...], reachable: frozenset[str]) -> CatalogView:
-        owners = self._owners(servers, "resource")
-        template_owners = self._owners(servers, "template")
+        claimers = self._claimers(reachable, "resource")
+        template_claimers = self._claimers(reachable, "template")
         resources: list[types.Resource] = []
         templates: list[types.ResourceTemplate] = []
-        routes: list[tuple[int, _Template]] = []
+        routes: list[_Template] = []
         prompts: list[types.Prompt] = []
         prompt_routes: dict[str, tuple[str, str]] = {}
         for server in servers:
@@ -245,16 +284,15 @@ class Catalogs:
             for resource in catalog.resources:
                 if (uri := ui_namespaced(server, resource.uri)) != resource.uri:
                     resource = resource.model_copy(update={"uri": uri})
-                elif owners[resource.uri] != server or resource.uri in plain:
+                elif len(claimers[resource.uri]) > 1 or resource.uri in plain:
                     resource = resource.model_copy(update={"uri": qualified_uri(server, resource.uri)})
                 plain.add(resource.uri)
                 resources.append(resource)
             for template in catalog.templates:
-                claimed = self._claimed_at(server, ("template", template.uri_template))
-                routes.append((claimed, _Template(server, template, _parse(template.uri_template))))
+                routes.append(_Template(server, template, _parse(template.uri_template)))
                 if (uri := ui_namespaced(server, template.uri_template)) != template.uri_template:
                     template = template.model_copy(update={"uri_template": uri})
-                elif template_owners[template.uri_template] != server or template.uri_template in plain:
+                elif len(template_claimers[template.uri_template]) > 1 or template.uri_template in plain:
                     template = template.model_copy(
                         update={"uri_template": qualified_uri(server, template.uri_template)})
                 plain.add(template.uri_template)
@@ -263,10 +301,9 @@ class Catalogs:
                 name = self._prompt_names[server][prompt.name]
                 prompt_routes[name] = (server, prompt.name)
                 prompts.append(prompt.model_copy(update={"name": name}))
-        routes.sort(key=lambda route: route[0])  # stable: one server's templates keep their order
         extensions, hints = self._carried(reachable)
-        return CatalogView(servers, tuple(resources), tuple(templates), tuple(prompts), prompt_routes, owners,
-                           tuple(route for _, route in routes), reachable, extensions, hints)
+        return CatalogView(servers, tuple(resources), tuple(templates), tuple(prompts), prompt_routes, claimers,
+                           tuple(routes), reachable, extensions, hints)
 
     def _carried(self, reachable: frozenset[str]) -> tuple[dict[str, dict[str, object]], dict[ListKind, CacheHint]]:
         """The extensions the servers in scope advertise (MCP Apps also when a tool has a UI: the handshake
@@ -288,36 +325,17 @@ class Catalogs:
         return merge_extensions(advertised), hints
 
 
-    def _owners(self, servers: Iterable[str], kind: str) -> dict[str, str]:
-        """URI (or template) → the one of `servers` that listed it first."""
-        owners: dict[str, str] = {}
-        for server in servers:
-            for uri in _listed(server, self._catalogs[server], kind):
-                owner = owners.get(uri)
-                if owner is None or self._claimed_at(server, (kind, uri)) < self._claimed_at(owner, (kind, uri)):
-                    owners[uri] = server
-        return owners
-
     def shadowed(self) -> list[Shadowed]:
         """Every URI and template more than one connected server lists, by kind and URI."""
-        found = []
-        for kind in ("resource", "template"):
-            listers: dict[str, list[str]] = {}
-            for server in self.servers:
-                for uri in dict.fromkeys(_listed(server, self._catalogs[server], kind)):
-                    listers.setdefault(uri, []).append(server)
-            for uri, servers in sorted(listers.items()):
-                if len(servers) > 1:
-                    servers.sort(key=lambda s, claim=(kind, uri): self._claimed_at(s, claim))
-                    found.append(Shadowed(uri, kind, servers[0], tuple(servers[1:])))
-        return found
+        return [Shadowed(uri, kind, servers)
+                for kind in ("resource", "template")
+                for uri, servers in sorted(self._claimers(self.servers, kind).items()) if len(servers) > 1]
 
     def _log_collisions(self) -> None:
         for entry in self.shadowed():
-            for other in entry.others:
-                self._log_once(f"servers {entry.owner} and {other} both list the {entry.kind} {entry.uri!r}: "
-                               f"{entry.owner} listed it first and owns it; {other}'s copy is "
-                               f"{qualified_uri(other, entry.uri)!r}")
+            self._log_once(f"servers {', '.join(entry.servers)} all list the {entry.kind} {entry.uri!r}: sessions "
+                           f"that reach more than one of them get only the qualified forms "
+                           f"({', '.join(qualified_uri(s, entry.uri) for s in entry.servers)})")
 
     def _log_once(self, message: str) -> None:
         if message not in self._logged:

@@ -14,6 +14,7 @@ from mcp import types
 from proxy.config import ToolsetsConfig
 from proxy.downstream import _channels
 from proxy.downstream._channels import MAX_WAITING, LatestProgress, Relaying
+from proxy.downstream._identity import LOCAL_PRINCIPAL, Caller
 from proxy.downstream._logging import MAX_DELIVERING, SessionLogs
 from proxy.registry import Registry
 from proxy.upstream import InFlight
@@ -87,7 +88,7 @@ async def test_messages_no_call_claimed_are_delivered_a_bounded_number_at_a_time
         delivered.append(notification)
 
     await logs.set_level(SimpleNamespace(request=None, session=SimpleNamespace(send_notification=send)),  # type: ignore[arg-type]
-                         "session", "default", "debug")
+                         Caller(LOCAL_PRINCIPAL, "session"), "default", "debug")
     async with anyio.create_task_group() as tg:
         for _ in range(MAX_DELIVERING + 50):
             tg.start_soon(logs.deliver, "s", MESSAGE)

@@ -93,5 +93,5 @@ def print_status(report: dict[str, Any]) -> None:
         print(escape(f"tool {change['kind']}: {change['server']} {change['tool']} (seen {change['seen']}), "
                      f"{'withheld' if change['held'] else 'served'} until `toolbridge approve {change['server']}`"))
     for entry in report.get("shadowed_uris", []):
-        print(escape(f"shadowed {entry['kind']}: {entry['uri']} is {entry['owner']}'s; {', '.join(entry['shadowed'])} "
-                     f"listed it later (reachable as {', '.join(entry['reachable_as'])})"))
+        print(escape(f"shadowed {entry['kind']}: {entry['uri']} is listed by {', '.join(entry['servers'])} "
+                     f"(reachable as {', '.join(entry['reachable_as'])})"))

@@ -9,7 +9,6 @@ protected resource whose tokens' claims choose the profile.
 from proxy.downstream import _bridge as bridge
 from proxy.downstream._arguments import check_arguments, coerce_arguments
 from proxy.downstream._http import LOOPBACK_HOSTS, HttpApp, check_bearer, serve_http, transport_security
-from proxy.downstream._identity import session_key
 from proxy.downstream._large import RESULTS_PREFIX, LargeResults
 from proxy.downstream._lowlevel import build_server
 from proxy.downstream._notifier import ChangeNotifier
@@ -46,7 +45,6 @@ __all__ = [
     "coerce_arguments",
     "new_replica_id",
     "serve_http",
-    "session_key",
     "stdio_transport",
     "transport_security",
 ]

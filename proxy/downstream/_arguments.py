@@ -120,11 +120,6 @@ def _prepared(entry: ToolEntry) -> PreparedSchema:
     return PreparedSchema(entry.input_schema)
 
 
-def entry_schema(entry: ToolEntry) -> Mapping[str, Any]:
-    """The tool's input schema, from its prepared check (read-only: it is shared by later calls)."""
-    return _prepared(entry).schema
-
-
 async def check_call(arguments: Mapping[str, Any] | None, entry: ToolEntry) -> dict[str, Any]:
     """`check_arguments` against the tool's schema, with its prepared check.
 

@@ -19,7 +19,7 @@ from mcp import types
 from proxy.downstream import _bridge as bridge
 from proxy.downstream._arguments import check_call
 from proxy.downstream._channels import RequestContext, SessionChannel
-from proxy.downstream._identity import principal, promotion_key, session_key
+from proxy.downstream._identity import caller, promotion_key
 from proxy.downstream._large import LargeResults, result_owner
 from proxy.downstream._logging import SessionLogs
 from proxy.downstream._observe import BRIDGE_SERVER, CallObserver, CallRecord, session_label
@@ -75,7 +75,7 @@ class ToolCalls:
         """Answer a call; a 2026-era session's call runs across input-required rounds when it must, and
         one that declared the tasks extension gets the task an upstream made of it (`_tasks`)."""
         if handshake_era(ctx):
-            key = session_key(ctx)
+            key = caller(ctx).session
             return _handshake_shaped(await self._answer(ctx, params, SessionChannel(ctx, lambda: self.logs.level(key))))
 
         async def run(channel: RoundTripChannel) -> types.CallToolResult:
@@ -83,7 +83,7 @@ class ToolCalls:
 
         accepting = accepting_tasks.set(declared(ctx))  # the background call started here inherits it
         try:
-            result = await self.round_trips.call(ctx, principal(ctx), params, run)
+            result = await self.round_trips.call(ctx, caller(ctx).principal, params, run)
         finally:
             accepting_tasks.reset(accepting)
         return self.tasks.handle(ctx, result) if isinstance(result, HandedOver) else result
@@ -113,7 +113,7 @@ class ToolCalls:
             logger.exception("tool call %s failed", params.name)
             result = _text_result(f"toolbridge: internal error: {redact(str(exc))}", is_error=True)
         if error is None and target and self.large_results is not None:
-            result = await self.large_results.cut(result, result_owner(principal(ctx), view.profile))
+            result = await self.large_results.cut(result, result_owner(caller(ctx).principal, view.profile))
         if error is None and not result.is_error and handshake_era(ctx):  # 2026 era: only pins promote (SEP-2567)
             await self.promoter.use(session, view, [entry.name for entry in target])
         if self.on_call is not None:
@@ -139,7 +139,7 @@ class ToolCalls:
         if name == "tool_call":
             prepared = await bridge.prepare_call(self.views, view, arguments)
             target.append(prepared.entry)
-            return await self._forward(prepared.entry, prepared.arguments, channel)
+            return await self._forward(view, prepared.entry, prepared.arguments, channel)
         if view.surface.tier != "bridge":
             direct = name in view.scope
         elif not (direct := name in view.core or name in self.promoter.promoted(session, view)):
@@ -154,13 +154,17 @@ class ToolCalls:
             raise UnknownTool(name, list(view.app_calls.get(name, ())) or bridge.suggest(view, name),
                               searchable=view.surface.tier == "bridge")
         target.append(entry)
-        return await self._forward(entry, await check_call(arguments, entry), channel)
+        return await self._forward(view, entry, await check_call(arguments, entry), channel)
 
-    async def _forward(self, entry: ToolEntry, arguments: dict[str, Any], channel: Channel) -> types.CallToolResult:
+    async def _forward(self, view: SessionView, entry: ToolEntry, arguments: dict[str, Any], channel: Channel
+                       ) -> types.CallToolResult:
+        """The upstream's result, its resource links under URIs that read back from that server in this session."""
         with upstream_span(entry.server, "tools/call", entry.raw_name, tool_attributes(entry.raw_name)) as span:
             result = record_tool_result(span, await self.upstreams.call_tool(
                 entry.server, entry.raw_name, arguments, progress_callback=channel.progress, channel=channel))
-        return rewrite_ui_result(scrub_error_result(result), entry.server)
+        result = rewrite_ui_result(scrub_error_result(result), entry.server)
+        result.content = [view.catalog.addressed(entry.server, block) for block in result.content]
+        return result
 
 
 def _offers(view: SessionView, name: str, arguments: dict[str, Any]) -> bool:
@@ -206,7 +210,7 @@ def _record(
         refused = isinstance(error, ToolbridgeError) and not isinstance(error, UpstreamError)
         outcome = "refused" if refused else "failed"
     return CallRecord(
-        started=started, duration=duration, session=session_label(session_key(ctx)), profile=view.profile,
+        started=started, duration=duration, session=session_label(caller(ctx).session), profile=view.profile,
         client=client.name if client else None, client_version=client.version if client else None,
         tool=entry.name if entry else str(requested)[:SHOWN_NAME], server=entry.server if entry else BRIDGE_SERVER,
         via=name if bridged else None, outcome=outcome, error=type(error).__name__ if error else None,

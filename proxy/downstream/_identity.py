@@ -1,4 +1,13 @@
-"""Who a request comes from: its session, or for a sessionless 2026-era HTTP request, its client."""
+"""Who a request acts for, from its credentials alone: the one answer every binding is keyed on.
+
+A request's *principal* is what the transport authenticated: an OAuth token's subject at its issuer
+(`principal_of`), else everyone who reaches an HTTP endpoint without per-user tokens alike
+(`anonymous`), else the one client of a stdio or in-memory connection (`local`). Its *session* is one
+the transport validated: a handshake-era `Mcp-Session-Id` (the SDK routes such a request only into
+the session it names, and with OAuth only for the credential that opened it), or the connection. A
+2026-era HTTP request has no session whatever it carries: the SDK routes it without looking at
+`Mcp-Session-Id`. Nothing a client says — a header, `_meta`, its name, a body — picks either.
+"""
 
 from __future__ import annotations
 
@@ -8,58 +17,64 @@ from dataclasses import dataclass
 
 from proxy.downstream._admission import principal_of
 from proxy.downstream._channels import RequestContext
+from proxy.downstream._observe import session_label
+from proxy.downstream._protocol import handshake_era
 
-__all__ = ["SessionlessClient", "client_name", "principal", "promotion_key", "session_key"]
+__all__ = ["ANONYMOUS_PRINCIPAL", "LOCAL_PRINCIPAL", "Caller", "Owner", "caller", "client_name", "promotion_key"]
 
 LOCAL_PRINCIPAL = "local"  # stdio or in memory: the one client that started this process
 ANONYMOUS_PRINCIPAL = "anonymous"  # HTTP without per-user tokens: whoever reaches the endpoint
 
 
-def session_key(ctx: RequestContext) -> Hashable | None:
-    """A public handle on the session: its `Mcp-Session-Id` over HTTP, its connection otherwise
-    (`Server.run()` enters the lifespan once per stdio or in-memory connection: it yields a `ConnectionId`)."""
-    if ctx.request is not None:
-        return ctx.request.headers.get("mcp-session-id")
-    return ctx.lifespan_context
+@dataclass(frozen=True)
+class Owner:
+    """A binding's owner as a key: what a sessionless (2026-era) request's pins are kept under."""
+
+    label: str
 
 
 @dataclass(frozen=True)
-class SessionlessClient:
-    """A 2026-era HTTP client, known by what it says it is: its token's subject and its name."""
+class Caller:
+    """A request's principal and, where the transport validated one, its session."""
 
-    subject: str | None
-    name: str | None
+    principal: str
+    session: Hashable | None
 
     @property
-    def label(self) -> str:
-        return json.dumps([self.subject, self.name])
+    def personal(self) -> bool:
+        """Whether the principal is one user: only an OAuth token names one; `anonymous` is everyone."""
+        return self.principal not in (LOCAL_PRINCIPAL, ANONYMOUS_PRINCIPAL)
+
+    @property
+    def owner(self) -> str:
+        """Whose task ids and pins these are: the user's where credentials name one, else the session's.
+
+        A 2026-era HTTP request on an endpoint without per-user tokens has neither: it is the
+        endpoint's one anonymous principal, like every other such request.
+        """
+        if self.personal:
+            return self.principal
+        return json.dumps([self.principal, session_label(self.session)])
+
+
+def caller(ctx: RequestContext) -> Caller:
+    """Who `ctx` acts for (see the module docstring)."""
+    if ctx.request is None:
+        return Caller(LOCAL_PRINCIPAL, ctx.lifespan_context)  # `Server.run()` yields a `ConnectionId`
+    session = ctx.request.headers.get("mcp-session-id") if handshake_era(ctx) else None
+    if getattr(ctx.request.scope.get("user"), "access_token", None) is None:
+        return Caller(ANONYMOUS_PRINCIPAL, session)
+    return Caller(principal_of(ctx.request.scope), session)
 
 
 def promotion_key(ctx: RequestContext) -> Hashable | None:
-    """Whose promotions a request sees: its session's, or its client's for a 2026-era HTTP request.
-
-    Such a request has no session, so what a client used is kept under what it says it is: the
-    subject of its token when the endpoint checks OAuth tokens, and its client name. On an endpoint
-    without per-user tokens, every client of one name is taken to be the same user's.
-    """
-    key = session_key(ctx)
-    if key is not None or ctx.request is None:
-        return key
-    token = getattr(ctx.request.scope.get("user"), "access_token", None)
-    return SessionlessClient((token.subject or token.client_id) if token is not None else None, client_name(ctx))
-
-
-def principal(ctx: RequestContext) -> str:
-    """Who a request acts for, whatever its session: its OAuth token's subject at its issuer (or the
-    client it was issued to; as sessions are counted, `principal_of`), else everyone reaching an HTTP
-    endpoint without per-user tokens alike, else the local client."""
-    if ctx.request is None:
-        return LOCAL_PRINCIPAL
-    if getattr(ctx.request.scope.get("user"), "access_token", None) is None:
-        return ANONYMOUS_PRINCIPAL
-    return principal_of(ctx.request.scope)
+    """Whose promotions a request sees: a handshake-era session's own (it promotes what it uses), else
+    its owner's (a 2026-era list depends only on profile and principal, SEP-2567)."""
+    found = caller(ctx)
+    return found.session if handshake_era(ctx) else Owner(found.owner)
 
 
 def client_name(ctx: RequestContext) -> str | None:
+    """The name the client gave itself: it picks a `match` profile, never an owner."""
     params = ctx.session.client_params
     return params.client_info.name if params is not None and params.client_info is not None else None

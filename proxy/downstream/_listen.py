@@ -17,7 +17,7 @@ from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from proxy.downstream._channels import RequestContext
 from proxy.downstream._identity import promotion_key
 from proxy.downstream._notifier import LIST_CHANGED, ChangeNotifier, Kind
-from proxy.downstream._resources import Resources
+from proxy.downstream._resources import Resources, routable
 from proxy.views import SessionView
 
 
@@ -45,7 +45,7 @@ class ListenStreams:
         view = self.view_of(ctx)  # taken before the ack: no change is missed
         # Of the first MAX_PER_SESSION URIs asked for, those a server serves: the ack names them.
         asked = islice(wanted.resource_subscriptions or (), self.resources.subscriptions.MAX_PER_SESSION)
-        routed = [(uri, target) for uri in asked if (target := view.catalog.route_uri(uri)) is not None]
+        routed = [(uri, target) for uri in asked if (target := routable(view, uri)) is not None]
         uris = [uri for uri, _ in routed]
         honored = types.SubscriptionFilter(
             tools_list_changed=True if "tools" in kinds else None,

@@ -20,7 +20,7 @@ import anyio
 from mcp import types
 
 from proxy.downstream._channels import RequestContext, admits, log_notification
-from proxy.downstream._identity import ANONYMOUS_PRINCIPAL, LOCAL_PRINCIPAL, principal
+from proxy.downstream._identity import Caller
 from proxy.downstream._protocol import Upstreams
 from proxy.errors import ToolbridgeError
 from proxy.views import Views
@@ -60,10 +60,10 @@ class SessionLogs:
         self._sessions.pop(key, None)
 
     async def set_level(
-        self, ctx: RequestContext, key: Hashable | None, profile: str, level: types.LoggingLevel
+        self, ctx: RequestContext, who: Caller, profile: str, level: types.LoggingLevel
     ) -> types.EmptyResult:
-        if key is not None:
-            shares = principal(ctx) in (LOCAL_PRINCIPAL, ANONYMOUS_PRINCIPAL)
+        if (key := who.session) is not None:
+            shares = not who.personal
             self._sessions[key] = _Listener(level, profile, ctx.session.send_notification, shares)
             self._sessions.move_to_end(key)
             while len(self._sessions) > _MAX_SESSIONS:

@@ -76,7 +76,6 @@ def build_server(handlers: Handlers) -> Server[Any]:
             on_completion=handlers.prompts.complete,
             on_set_logging_level=handlers.set_logging_level,
             on_subscriptions_listen=handlers.streams.listen,
-            get_tool_input_schema=handlers.input_schema,
         )
     server.extensions[TASKS] = {}
     server.add_request_handler("tasks/get", TaskIdParams, handlers.tasks.get)

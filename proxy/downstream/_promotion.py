@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 from typing import TYPE_CHECKING
 
-from proxy.downstream._identity import SessionlessClient
+from proxy.downstream._identity import Owner
 from proxy.downstream._notifier import ChangeNotifier
 from proxy.views import SessionView, Views
 
@@ -81,7 +81,7 @@ class Promoter:
 
     async def load(self, session: Hashable | None, view: SessionView) -> None:
         """A sessionless client may have been promoted tools through another replica: take that record."""
-        if isinstance(session, SessionlessClient) and view.promote and self.shared is not None:
+        if isinstance(session, Owner) and view.promote and self.shared is not None:
             names = await self.shared.load(session.label)
             if names is not None:
                 self.promotions.replace(session, names)
@@ -104,7 +104,7 @@ class Promoter:
         if self.promotions.used(session) == before:
             return  # e.g. the latest promoted tool called again: nothing to tell or to share
         self.notifier.recheck()
-        if isinstance(session, SessionlessClient) and self.shared is not None:
+        if isinstance(session, Owner) and self.shared is not None:
             await self.shared.save(session.label, self.promotions.used(session))
 
     def forget(self, session: Hashable) -> None:

@@ -12,7 +12,7 @@ from mcp import MCPError, types
 from proxy.downstream._carried import list_hint
 from proxy.downstream._channels import RequestContext
 from proxy.downstream._protocol import Upstreams, page, protocol_error
-from proxy.downstream._resources import ChannelOf, ViewOf
+from proxy.downstream._resources import ChannelOf, ViewOf, route
 from proxy.downstream._trace import upstream_span
 from proxy.errors import ToolbridgeError
 from proxy.views import SessionView
@@ -40,14 +40,19 @@ class Prompts:
         return types.ListPromptsResult(prompts=items, next_cursor=cursor, **list_hint(ctx, view, "prompts"))
 
     async def get(self, ctx: RequestContext, params: types.GetPromptRequestParams) -> types.GetPromptResult:
-        server, raw = _prompt(await self.view_of(ctx), params.name)
+        """The upstream's prompt, its resource links under URIs that read back from that server."""
+        view = await self.view_of(ctx)
+        server, raw = _prompt(view, params.name)
         arguments = params.arguments
         try:
             with upstream_span(server, "prompts/get", raw, {"gen_ai.prompt.name": raw}):
-                return await self.upstreams.request(server, f"prompt {raw!r}",
-                                                    lambda c: c.get_prompt(raw, arguments), self.channel_of(ctx))
+                result = await self.upstreams.request(server, f"prompt {raw!r}",
+                                                      lambda c: c.get_prompt(raw, arguments), self.channel_of(ctx))
         except ToolbridgeError as exc:
             raise protocol_error(exc) from exc
+        result.messages = [message.model_copy(update={"content": view.catalog.addressed(server, message.content)})
+                           for message in result.messages]
+        return result
 
     async def complete(self, ctx: RequestContext, params: types.CompleteRequestParams) -> types.CompleteResult:
         view = await self.view_of(ctx)
@@ -56,10 +61,7 @@ class Prompts:
             server, raw = _prompt(view, params.ref.name)
             ref = params.ref.model_copy(update={"name": raw})
         else:
-            target = view.catalog.route_template(params.ref.uri)
-            if target is None:
-                raise MCPError(types.INVALID_PARAMS, f"toolbridge: no server in this session serves {params.ref.uri!r}")
-            server, uri = target
+            server, uri = route(view, params.ref.uri, template=True)
             ref = params.ref.model_copy(update={"uri": uri})
         argument = {"name": params.argument.name, "value": params.argument.value}
         context = params.context.arguments if params.context is not None else None

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable
 import anyio
 from mcp import MCPError, types
 
+from proxy.catalogs import AmbiguousUri
 from proxy.downstream._carried import list_hint
 from proxy.downstream._channels import RequestContext
 from proxy.downstream._protocol import Upstreams, page, protocol_error
@@ -33,12 +34,30 @@ Release = Callable[[str, str], None]
 _NOTIFY_TIMEOUT = 5.0
 
 
-def _route(view: SessionView, uri: str) -> Target:
-    """Raises: MCPError when no server in the session's scope serves `uri`."""
-    target = view.catalog.route_uri(uri)
+def route(view: SessionView, uri: str, *, template: bool = False) -> Target:
+    """The server and upstream URI (or template, for a completion) that `uri` names in this session.
+
+    Raises:
+        MCPError: no server in the session's scope serves `uri`, or more than one claims it (the error's
+            data names the qualified forms to ask for instead).
+    """
+    try:
+        target = view.catalog.route_template(uri) if template else view.catalog.route_uri(uri)
+    except AmbiguousUri as exc:
+        raise MCPError(types.INVALID_PARAMS, f"toolbridge: {exc}", {"uri": uri, "alternatives": exc.alternatives}
+                       ) from exc
     if target is None:
-        raise MCPError(types.INVALID_PARAMS, f"toolbridge: no server in this session serves resource {uri!r}")
+        raise MCPError(types.INVALID_PARAMS, f"toolbridge: no server in this session serves resource {uri[:300]!r}",
+                       {"uri": uri})
     return target
+
+
+def routable(view: SessionView, uri: str) -> Target | None:
+    """`route`, or None where it would refuse."""
+    try:
+        return route(view, uri)
+    except MCPError:
+        return None
 
 
 class Subscriptions:
@@ -141,22 +160,28 @@ class Resources:
                                                  **list_hint(ctx, view, "templates"))
 
     async def read(self, ctx: RequestContext, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-        server, uri = _route(await self.view_of(ctx), params.uri)
+        """The upstream's contents, each under a URI that reads it back: the one asked for, or `address`'s."""
+        view = await self.view_of(ctx)
+        server, uri = route(view, params.uri)
         try:
             with upstream_span(server, "resources/read", attributes={"mcp.resource.uri": uri}):
                 result = await self.upstreams.request(server, f"resource {uri!r}", lambda c: c.read_resource(uri),
                                                       self.channel_of(ctx))
         except ToolbridgeError as exc:
             raise protocol_error(exc) from exc
-        return rewrite_ui_read(result, server)
+        result = rewrite_ui_read(result, server)
+        result.contents = [content.model_copy(update={
+            "uri": params.uri if content.uri == uri else view.catalog.address(server, content.uri)})
+            for content in result.contents]
+        return result
 
     async def subscribe(self, ctx: RequestContext, params: types.SubscribeRequestParams) -> types.EmptyResult:
-        target = _route(await self.view_of(ctx), params.uri)
+        target = route(await self.view_of(ctx), params.uri)
         await self.watch(self.key_of(ctx), [(params.uri, target)], ctx.session.send_resource_updated)
         return types.EmptyResult()
 
     async def unsubscribe(self, ctx: RequestContext, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
-        self.subscriptions.remove(self.key_of(ctx), _route(await self.view_of(ctx), params.uri))
+        self.subscriptions.remove(self.key_of(ctx), route(await self.view_of(ctx), params.uri))
         return types.EmptyResult()
 
     async def watch(self, key: Hashable | None, routed: Iterable[tuple[str, Target]], notify: Notify) -> None:

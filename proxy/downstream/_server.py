@@ -10,18 +10,17 @@ within the startup window.
 from __future__ import annotations
 
 import os
-from collections.abc import Hashable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Hashable
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
 from mcp import MCPError, types
 
-from proxy.downstream._arguments import entry_schema
 from proxy.downstream._calls import ToolCalls
 from proxy.downstream._carried import list_hint
 from proxy.downstream._channels import RequestContext, SessionChannel
-from proxy.downstream._identity import client_name, principal, promotion_key, session_key
+from proxy.downstream._identity import caller, client_name, promotion_key
 from proxy.downstream._large import LargeResults, result_owner
 from proxy.downstream._listen import ListenStreams
 from proxy.downstream._logging import SessionLogs
@@ -71,7 +70,7 @@ class Handlers:
         self.fixed_profile = profile
         self.round_trips = RoundTrips(request_states or RequestStates(os.urandom(32)))
         self.logs = SessionLogs(views, upstreams)
-        self.resources = Resources(upstreams, self._view, self._request_channel, session_key)
+        self.resources = Resources(upstreams, self._view, self._request_channel, lambda ctx: caller(ctx).session)
         self.prompts = Prompts(upstreams, self._view, self._request_channel)
         self.promoter = Promoter(views, notifier, shared_promotions)
         self.tasks = tasks or Tasks.alone(upstreams)
@@ -135,11 +134,11 @@ class Handlers:
         """A back channel for a request that is not a tool call: handshake-era sessions only."""
         if not handshake_era(ctx):
             return None
-        key = session_key(ctx)
+        key = caller(ctx).session
         return SessionChannel(ctx, lambda: self.logs.level(key))
 
     def _remember(self, ctx: RequestContext, view: SessionView, kind: Kind) -> None:
-        key = session_key(ctx)
+        key = caller(ctx).session
         if key is None or not handshake_era(ctx):
             return
         session = ctx.session
@@ -166,7 +165,7 @@ class Handlers:
         """An upstream's resource, or a page of a large result toolbridge kept (`toolbridge://results/…`)."""
         if self.large_results is not None and self.large_results.owns(params.uri):
             try:
-                owner = result_owner(principal(ctx), (await self._view(ctx)).profile)
+                owner = result_owner(caller(ctx).principal, (await self._view(ctx)).profile)
                 return await self.large_results.read(params.uri, owner)
             except ValueError as exc:
                 raise MCPError(types.INVALID_PARAMS, str(exc)) from exc
@@ -188,8 +187,4 @@ class Handlers:
         return await self.resources.list(ctx, params)
 
     async def set_logging_level(self, ctx: RequestContext, params: types.SetLevelRequestParams) -> types.EmptyResult:
-        return await self.logs.set_level(ctx, session_key(ctx), self.profile_of(ctx), params.level)
-
-    def input_schema(self, name: str) -> Mapping[str, Any] | None:
-        entry = self.views.registry.get(name)
-        return entry_schema(entry) if entry is not None else None
+        return await self.logs.set_level(ctx, caller(ctx), self.profile_of(ctx), params.level)

@@ -28,8 +28,7 @@ from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from proxy.downstream._channels import RequestContext
-from proxy.downstream._identity import SessionlessClient, promotion_key
-from proxy.downstream._observe import session_label
+from proxy.downstream._identity import caller
 from proxy.downstream._protocol import Upstreams, protocol_error
 from proxy.downstream._scrub import scrub_error_result
 from proxy.errors import ToolbridgeError
@@ -111,12 +110,6 @@ class TaskIds:
         return TaskRef(replica, str(server), str(upstream_id), str(principal))
 
 
-def _principal(ctx: RequestContext) -> str:
-    """Whose task it is: the token subject and client name of a sessionless request, else the session."""
-    key = promotion_key(ctx)
-    return key.label if isinstance(key, SessionlessClient) else str(session_label(key))
-
-
 def declared(ctx: RequestContext) -> bool:
     """Whether this request declared the tasks extension (2026 era: in its own `_meta` capabilities)."""
     if ctx.session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
@@ -152,7 +145,7 @@ class Tasks:
         if len(created.task_id) > MAX_UPSTREAM_ID:
             raise MCPError(types.INTERNAL_ERROR, f"toolbridge: server {handed.server} made a task with an "
                                                  f"id over {MAX_UPSTREAM_ID} characters")
-        task_id = self.ids.mint(handed.server, created.task_id, _principal(ctx))
+        task_id = self.ids.mint(handed.server, created.task_id, caller(ctx).owner)
         return _wire(created, task_id)
 
     def _ref(self, ctx: RequestContext, task_id: str) -> TaskRef:
@@ -165,7 +158,7 @@ class Tasks:
         if not declared(ctx):
             raise _missing_capability()
         ref = self.ids.open(task_id)
-        if ref is None or not hmac.compare_digest(ref.principal, self.ids.digest(_principal(ctx))):
+        if ref is None or not hmac.compare_digest(ref.principal, self.ids.digest(caller(ctx).owner)):
             raise MCPError(types.INVALID_PARAMS, "toolbridge: unknown task")
         if ref.replica != self.ids.replica and not self.shared(ref.server):
             raise MCPError(types.INVALID_PARAMS, f"toolbridge: the task is held by replica {ref.replica} "

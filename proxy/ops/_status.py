@@ -70,8 +70,8 @@ def status_report(config: Config, fleet: Fleet, views: Views, store: Fingerprint
         "upstreams": upstreams,
         "profiles": profiles,
         "shadowed_uris": [
-            {"uri": clean(e.uri), "kind": e.kind, "owner": e.owner, "shadowed": list(e.others),
-             "reachable_as": [clean(qualified_uri(other, e.uri)) for other in e.others]}
+            {"uri": clean(e.uri), "kind": e.kind, "servers": list(e.servers),
+             "reachable_as": [clean(qualified_uri(server, e.uri)) for server in e.servers]}
             for e in shadowed[:MAX_LISTED]
         ],
         "shadowed_uris_total": len(shadowed),
