@@ -26,6 +26,7 @@ __all__ = ["serve_http"]
 
 UPSTREAM = str(Path(__file__).with_name("upstream.py"))
 SERVERS = Path(__file__).resolve().parent.parent / "servers"
+REPO = Path(__file__).resolve().parent.parent.parent
 ISSUER = "https://id.redteam.test"
 MODERN = "2026-07-28"
 
