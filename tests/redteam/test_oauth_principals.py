@@ -408,3 +408,25 @@ async def test_b_cannot_answer_a_request_state_of_a_with_forged_session_header_o
                                                  allow_input_required=True)
     assert isinstance(done, types.CallToolResult) and text(done) == "mine"
 
+
+
+async def test_one_users_abandoned_sessions_never_close_another_users_session(site: Site) -> None:
+    """Attacks 'one principal's abandoned sessions never close another principal's session' (docs/integrity.md)."""
+    async with httpx2.AsyncClient(timeout=60, limits=httpx2.Limits(max_connections=8)) as http:
+        alice = await handshake(http, site.url, site.token("alice"))
+        bob_token = site.token("bob")
+        limit = anyio.Semaphore(8)
+
+        async def abandon() -> None:
+            async with limit:
+                await handshake(http, site.url, bob_token)
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                for _ in range(1_001):  # one past bob's cap of 1,000
+                    tg.start_soon(abandon)
+        response = await http.post(site.url, json={"jsonrpc": "2.0", "id": 9, "method": "tools/list"},
+                                   headers={"Authorization": f"Bearer {site.token('alice')}",
+                                            "Accept": "application/json, text/event-stream",
+                                            "Mcp-Session-Id": alice, "Mcp-Protocol-Version": HANDSHAKE})
+    assert response.status_code == 200 and "result" in parse(response)
