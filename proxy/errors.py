@@ -13,9 +13,8 @@
     │   └── UpstreamTimeout                  no answer within the configured time
     └── ToolCallError                        a call refused before it reached any upstream
         ├── BridgeError                      a malformed bridge call (wrong types, too many names)
-        ├── UnknownTool(name, suggestions)
+        ├── UnknownTool(name, suggestions)   no such tool, or one outside the session's scope: the same answer
         ├── DeferredTool(name)               called directly, but only `tool_call` reaches it
-        ├── OutOfScope(name)
         └── InvalidArguments(message, path, constraint, input_schema)
 
 `str()` of any of them is safe to show a user: string arguments are redacted on the way in, and
@@ -47,7 +46,6 @@ __all__ = [
     "HttpResponse",
     "InvalidArguments",
     "NeedsBackChannel",
-    "OutOfScope",
     "SessionLost",
     "ToolCallError",
     "ToolbridgeError",
@@ -162,12 +160,6 @@ class DeferredTool(ToolCallError):
         self.name = name
         super().__init__(f"'{name}' is a deferred tool: call it through tool_call with "
                          f'{{"name": "{name}", "arguments": {{...}}}} (tool_describe gives its schema).')
-
-
-class OutOfScope(ToolCallError):
-    def __init__(self, name: str) -> None:
-        self.name = name
-        super().__init__(f"Tool '{name}' is not available in this session.")
 
 
 class InvalidArguments(ToolCallError):

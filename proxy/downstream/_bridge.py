@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 
 from proxy.downstream._arguments import check_call
-from proxy.errors import BridgeError, OutOfScope, UnknownTool
+from proxy.errors import BridgeError, UnknownTool
 from proxy.registry import ToolEntry
 from proxy.surface import MAX_DESCRIBE, MAX_QUERIES
 from proxy.views import SessionView, Views
@@ -206,12 +206,13 @@ class PreparedCall:
 
 
 async def prepare_call(views: Views, view: SessionView, arguments: Mapping[str, Any]) -> PreparedCall:
-    """Check a `tool_call` in the SPEC's order: deferred, in scope, then the arguments.
+    """Check a `tool_call`: in scope, then the arguments. A core tool is called too: refusing it would only
+    cost the model a turn.
 
     Raises:
-        BridgeError: the bridge call itself is malformed, or the name is a core or app-only tool.
-        UnknownTool: no such tool (with did-you-mean candidates from this session's scope).
-        OutOfScope: the tool exists but not for this session.
+        BridgeError: the bridge call itself is malformed, or the name is an app-only tool.
+        UnknownTool: no such tool in this session's scope (with did-you-mean candidates from it); a tool outside
+            the scope is answered exactly like one that does not exist.
         InvalidArguments: the arguments do not fit the tool's schema; nothing was invoked.
     """
     name = arguments.get("name")
@@ -225,13 +226,9 @@ async def prepare_call(views: Views, view: SessionView, arguments: Mapping[str, 
             raise BridgeError("'arguments' must be a JSON object") from None
     if not isinstance(tool_arguments, dict):
         raise BridgeError("'arguments' must be a JSON object")
-    if name in view.core:
-        raise BridgeError(f"'{name}' is a core tool: call it directly, not through tool_call")
     entry = views.registry.get(name)
-    if entry is None:
+    if entry is None or name not in view.allowed:
         raise UnknownTool(name, suggest(view, name), searchable=view.surface.tier == "bridge")
-    if name not in view.allowed:
-        raise OutOfScope(name)
     if entry.app == "app":  # its `_meta.ui.visibility` hides it from the model
         raise BridgeError(f"'{name}' is called by its MCP App only, not through tool_call")
     return PreparedCall(entry, await check_call(tool_arguments, entry))
