@@ -176,8 +176,13 @@ class Resources:
         return result
 
     async def subscribe(self, ctx: RequestContext, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        """Raises: MCPError for a request without a session (2026 era: `subscriptions/listen` subscribes)."""
+        key = self.key_of(ctx)
+        if key is None:
+            raise MCPError(types.INVALID_REQUEST, "toolbridge: resources/subscribe needs a session; "
+                                                  "a 2026-era client subscribes with subscriptions/listen")
         target = route(await self.view_of(ctx), params.uri)
-        await self.watch(self.key_of(ctx), [(params.uri, target)], ctx.session.send_resource_updated)
+        await self.watch(key, [(params.uri, target)], ctx.session.send_resource_updated)
         return types.EmptyResult()
 
     async def unsubscribe(self, ctx: RequestContext, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
