@@ -23,8 +23,9 @@ from mcp import MCPDeprecationWarning
 
 from proxy import __version__
 from proxy.app import Gateway, HttpOptions, fingerprints_path, run_gateway, serve
+from proxy.cli._findings import check_problems, fleet_problems
 from proxy.cli._reports import catalog_report, fetch_status, print_catalog, print_status
-from proxy.config import Config, Imported, import_client_config, load_config
+from proxy.config import SERVING, Config, Imported, enter_chain, import_client_config, load_config, serving_chain
 from proxy.downstream import LOOPBACK_HOSTS, REPLICA_ID_PATTERN, bridge
 from proxy.errors import DanglingName, UpstreamError, remember_secrets
 from proxy.ops import SafeFormatter, Written, connect_hint, export_traces, init_config_dir, write_upstreams
@@ -45,10 +46,24 @@ def _setup_logging(level: str) -> None:
     warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
 
 
+def _config_dir(given: Path | None) -> Path:
+    """`--config-dir`, else `TOOLBRIDGE_HOME`, else the working directory, made absolute here, once: a
+    stdio server's working directory is resolved against it, never against where toolbridge started."""
+    return (given or Path(os.environ.get("TOOLBRIDGE_HOME") or ".")).absolute()
+
+
+def _is_config_dir(directory: Path) -> bool:
+    return (directory / "toolsets.yaml").is_file() or (directory / "upstreams").is_dir()
+
+
 def _load(args: argparse.Namespace) -> Config:
     if not args.config_dir.is_dir():
         raise SystemExit(f"toolbridge: the config dir {args.config_dir} does not exist; `toolbridge init "
                          f"{args.config_dir}` writes one (or pass --config-dir DIR, or set TOOLBRIDGE_HOME)")
+    if not _is_config_dir(args.config_dir):
+        raise SystemExit(f"toolbridge: {args.config_dir} is not a config dir: it has neither toolsets.yaml nor "
+                         f"upstreams/; `toolbridge init {args.config_dir}` writes one (or pass --config-dir DIR, "
+                         "or set TOOLBRIDGE_HOME)")
     config = load_config(args.config_dir)
     remember_secrets(config.secrets)
     if args.command == "check":  # it prints the problems itself
@@ -80,6 +95,17 @@ def _refuse_unsafe_http(args: argparse.Namespace, config: Config, token: str | N
         raise SystemExit("toolbridge: toolsets.yaml has 'auth:' (OAuth); drop --auth-token/TOOLBRIDGE_AUTH_TOKEN")
     if auth is not None and auth.profile_claim and args.profile:
         raise SystemExit(f"toolbridge: profiles follow the '{auth.profile_claim}' claim; drop --profile")
+
+
+def _refuse_nesting(directory: Path) -> None:
+    """Exit if a toolbridge up the chain of processes already serves this config dir: an upstream there
+    runs toolbridge on it (directly, or through another config dir), and serving would start it again."""
+    chain = serving_chain(os.environ)
+    if Path(os.path.realpath(directory)) in chain:
+        path = " -> ".join(map(str, [*chain, directory]))
+        raise SystemExit(f"toolbridge: refusing to serve {directory} inside a toolbridge that already serves it "
+                         f"({path}; {SERVING}): an upstream in that chain runs toolbridge on this config dir; "
+                         "remove that upstream (a client connects to toolbridge, toolbridge is not its own upstream)")
 
 
 def _serve(args: argparse.Namespace, config: Config) -> None:
@@ -173,9 +199,19 @@ def _report(written: Written, imported: Imported | None) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    """Write one `upstreams/<name>.yaml` per server of a client config; never overwrite silently."""
-    imported = import_client_config(args.file)
-    return _report(write_upstreams(args.config_dir, imported.upstreams, args.force), imported)
+    """Write one `upstreams/<name>.yaml` per server of a client config; never overwrite silently, and never
+    into a directory that is not a config dir unless it was named (`--config-dir`, `TOOLBRIDGE_HOME`)."""
+    named = args.given_config_dir is not None or os.environ.get("TOOLBRIDGE_HOME")
+    if not args.config_dir.is_dir():
+        what = "does not exist"
+    elif not (named or _is_config_dir(args.config_dir)):
+        what = "is not a config dir (it has neither toolsets.yaml nor upstreams/)"
+    else:
+        imported = import_client_config(args.file)
+        return _report(write_upstreams(args.config_dir, imported.upstreams, args.force), imported)
+    print(f"error: {args.config_dir} {what}; pass --config-dir DIR, or `toolbridge init DIR --import {args.file}` "
+          "writes a new one", file=sys.stderr)
+    return 1
 
 
 def _init(args: argparse.Namespace) -> int:
@@ -214,12 +250,13 @@ def _login(args: argparse.Namespace, config: Config) -> int:
 
 
 def _check(config: Config) -> int:
-    for problem in config.problems:
+    problems = [*config.problems, *check_problems(config)]
+    for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     for warning in config.warnings:
         print(f"warning: toolsets.yaml: {warning}", file=sys.stderr)
-    print(f"{len(config.upstreams)} upstream(s) valid, {len(config.problems)} problem(s)")
-    return 1 if config.problems else 0
+    print(f"{len(config.upstreams)} upstream(s) valid, {len(problems)} problem(s)")
+    return 1 if problems else 0
 
 
 # --- argument parsing -----------------------------------------------------------------------
@@ -229,7 +266,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="toolbridge", description="One MCP endpoint for many MCP servers.")
     parser.add_argument("--version", action="version", version=f"toolbridge {__version__}")
     base = argparse.ArgumentParser(add_help=False)
-    base.add_argument("--config-dir", type=Path, default=Path(os.environ.get("TOOLBRIDGE_HOME", ".")), metavar="DIR",
+    base.add_argument("--config-dir", dest="given_config_dir", type=Path, metavar="DIR",
                       help="the directory holding toolsets.yaml and upstreams/ (default: $TOOLBRIDGE_HOME, else .)")
     base.add_argument("--log-level", default=os.environ.get("TOOLBRIDGE_LOG_LEVEL", "info"),
                       choices=["debug", "info", "warning", "error"], type=str.lower,
@@ -300,6 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     _setup_logging(args.log_level)
+    args.config_dir = _config_dir(args.given_config_dir)
     if args.command == "import":
         return _import(args)
     if args.command == "approve":
@@ -309,7 +347,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "status" and args.url:
         print_status(fetch_status(args.url, _auth_token(args)))
         return 0
+    if args.command == "serve":
+        _refuse_nesting(args.config_dir)
     config = _load(args)
+    if args.command in ("serve", "catalog", "search", "status"):  # they start the fleet: its children learn the chain
+        os.environ.update(enter_chain(os.environ, args.config_dir))
     if args.command == "check":
         return _check(config)
     if args.command == "login":
@@ -319,7 +361,12 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     profile = args.profile or "default"
     if args.command == "catalog":
-        print_catalog(anyio.run(_with_fleet, args, config, lambda g: catalog_report(g, profile)), args.json)
+        report, problems = anyio.run(_with_fleet, args, config, lambda g: (catalog_report(g, profile),
+                                                                           fleet_problems(g)))
+        print_catalog(report, args.json)
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return 1 if problems else 0
     elif args.command == "search":
         query = {"queries": args.queries, "limit": args.limit}
         def run_search(g: Gateway) -> dict[str, Any]:

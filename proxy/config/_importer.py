@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from proxy.config._nesting import runs_toolbridge
 from proxy.names import sanitize
 
 _REMOTE_TYPES = {"http": "streamable-http", "streamable-http": "streamable-http", "streamableHttp": "streamable-http",
@@ -180,6 +181,10 @@ def convert_client_config(document: Any, source: Path | None = None) -> Imported
             continue
         if not isinstance(entry, Mapping):
             imported.problems.append(f"{raw_name}: not an object; skipped")
+            continue
+        if runs_toolbridge(str(entry.get("command") or ""), [str(arg) for arg in entry.get("args") or ()]):
+            imported.warnings.append(f"{raw_name}: skipped: it runs toolbridge itself (as an upstream, toolbridge "
+                                     "would start toolbridge, which starts it again)")
             continue
         try:
             imported.upstreams[name] = _upstream(entry, _Variables(name, workspace, imported.warnings))
