@@ -156,3 +156,27 @@ def test_import_skips_every_entry_that_runs_toolbridge_itself_and_says_so(tmp_pa
         skipped += [line.split(":")[1].strip() for line in done.stderr.splitlines() if "runs toolbridge itself" in line]
     assert skipped == ["toolbridge", "tb", "bridge", "gw"]
     assert sorted(path.name for path in (tmp_path / "upstreams").iterdir()) == ["fs.yaml", "time.yaml"]
+
+
+def test_a_vscode_mcp_json_with_comments_and_trailing_commas_imports(tmp_path: Path) -> None:
+    (tmp_path / "toolsets.yaml").write_text("core: []\n")
+    source = tmp_path / ".vscode" / "mcp.json"
+    source.parent.mkdir()
+    source.write_text("""{
+  // servers for this workspace
+  "servers": {
+    "web": {"type": "http", "url": "https://mcp.example.com//mcp", /* a URL's // is no comment */},
+    "git": {
+      "type": "stdio",
+      "command": "mcp-server-git", // the local one
+      "args": ["--note", "a /* b */ c",],
+    },
+  },
+}
+""")
+    done = subprocess.run([sys.executable, "-m", "proxy", "import", str(source), "--config-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    config = load_config(tmp_path)
+    assert (config.upstreams["web"].url, config.upstreams["git"].args) == ("https://mcp.example.com//mcp",
+                                                                          ("--note", "a /* b */ c"))
