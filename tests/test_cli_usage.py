@@ -6,7 +6,9 @@ import contextlib
 import io
 import json
 import os
+import pty
 import re
+import select
 import subprocess
 import sys
 from pathlib import Path
@@ -104,3 +106,27 @@ def test_import_writes_into_the_working_directory_only_when_it_is_a_config_dir(t
     taken = toolbridge_in(elsewhere, "import", str(client))
     assert taken.returncode == 0, taken.stderr
     assert (elsewhere / "upstreams" / "git.yaml").read_text() == "command: mcp-server-git\n"
+
+
+def test_check_counts_every_mistake_of_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "upstreams").mkdir()
+    (tmp_path / "upstreams" / "a.yaml").write_text("{command: x, timeout: -1, connect_timeout: -1}\n")
+    assert main(["check", "--config-dir", str(tmp_path)]) == 1
+    out, err = capsys.readouterr()
+    assert out == "0 upstream(s) valid, 2 problem(s)\n" and len(err.splitlines()) == 1
+
+
+def test_serve_on_a_terminal_says_it_waits_for_a_client_on_stderr_only(tmp_path: Path) -> None:
+    (tmp_path / "upstreams").mkdir()
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen([sys.executable, "-m", "proxy", "serve", "--config-dir", str(tmp_path)], cwd=REPO,
+                               stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    os.close(terminal)
+    try:
+        assert process.stderr is not None
+        readable, _, _ = select.select([process.stderr], [], [], 30)
+        assert readable and "waiting for an MCP client on stdin" in process.stderr.readline()
+    finally:
+        os.close(controller)  # the terminal hangs up: stdin ends, and serve with it
+        out, _ = process.communicate(timeout=60)
+    assert out == ""

@@ -125,6 +125,9 @@ def _serve(args: argparse.Namespace, config: Config) -> None:
                              "(a-z, 0-9, '-'), e.g. a StatefulSet pod name")
         http = HttpOptions(host=args.host, port=args.port, auth_token=token, allowed_hosts=tuple(args.allowed_host),
                            allowed_origins=tuple(args.allowed_origin), replica_id=args.replica_id or None)
+    elif sys.stdin.isatty():  # someone ran it by hand: say why nothing happens (stdout is the protocol's)
+        print("toolbridge: serving MCP on stdio; waiting for an MCP client on stdin (a client starts this command "
+              "itself: see `toolbridge init` for the entry to paste; Ctrl-C to stop)", file=sys.stderr, flush=True)
     stop_export = export_traces()
     try:
         anyio.run(functools.partial(serve, config, context_tokens=args.context_tokens, profile=args.profile,
@@ -255,7 +258,7 @@ def _check(config: Config) -> int:
         print(f"error: {problem}", file=sys.stderr)
     for warning in config.warnings:
         print(f"warning: toolsets.yaml: {warning}", file=sys.stderr)
-    print(f"{len(config.upstreams)} upstream(s) valid, {len(problems)} problem(s)")
+    print(f"{len(config.upstreams)} upstream(s) valid, {sum(p.mistakes for p in problems)} problem(s)")
     return 1 if problems else 0
 
 
@@ -299,7 +302,7 @@ def _parser() -> argparse.ArgumentParser:
     catalog = commands.add_parser("catalog", parents=[common, waiting], help="print what a client would get")
     catalog.add_argument("--json", action="store_true", help="print the report as JSON")
     search = commands.add_parser("search", parents=[common, waiting], help="search the deferred tools")
-    search.add_argument("queries", nargs="+", help="one query per capability, as tool_search takes them")
+    search.add_argument("words", nargs="+", help="the query (its words are joined into one query)")
     search.add_argument("--limit", type=int, help="matches per query (default: tool_search.search_default_limit)")
     status = commands.add_parser("status", parents=[common, waiting],
                                  help="show a running proxy's state (--url), else connect a fresh fleet once")
@@ -368,7 +371,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"error: {problem}", file=sys.stderr)
         return 1 if problems else 0
     elif args.command == "search":
-        query = {"queries": args.queries, "limit": args.limit}
+        query = {"queries": [" ".join(args.words)], "limit": args.limit}
         def run_search(g: Gateway) -> dict[str, Any]:
             return bridge.search(g.views, g.views.for_profile(profile), query)
 

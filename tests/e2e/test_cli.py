@@ -35,9 +35,9 @@ def test_catalog_prints_what_a_client_gets_with_its_figures(tmp_path: Path) -> N
 
 def test_search_and_status(tmp_path: Path) -> None:
     config = str(fleet(tmp_path))
-    found = toolbridge("search", "disk operation 17", "--config-dir", config)
+    found = toolbridge("search", "disk", "operation", "17", "--config-dir", config)  # words, as a shell splits them
     assert found.returncode == 0, found.stderr
-    assert json.loads(found.stdout)["results"][0]["matches"][0] == "disk__disk_0017"
+    assert [result["matches"][0] for result in json.loads(found.stdout)["results"]] == ["disk__disk_0017"]
     status = toolbridge("status", "--config-dir", config)
     assert status.returncode == 0, status.stderr
     upstreams = status.stdout.split("\n\n")[0].splitlines()
