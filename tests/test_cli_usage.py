@@ -130,3 +130,9 @@ def test_serve_on_a_terminal_says_it_waits_for_a_client_on_stderr_only(tmp_path:
         os.close(controller)  # the terminal hangs up: stdin ends, and serve with it
         out, _ = process.communicate(timeout=60)
     assert out == ""
+
+
+def test_version_answers_without_loading_the_sdk() -> None:
+    script = "import sys; from proxy.cli import main; main(['--version']); print('mcp' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert done.stdout.splitlines() == ["toolbridge 0.1.0", "False"], done.stderr
