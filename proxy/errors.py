@@ -76,10 +76,11 @@ class ToolbridgeError(Exception):
 class ConfigError(ToolbridgeError):
     """One config file is unusable; the others still load."""
 
-    def __init__(self, path: str, reason: str, line: int | None = None) -> None:
+    def __init__(self, path: str, reason: str, line: int | None = None, mistakes: int = 1) -> None:
         self.path = path
         self.reason = redact(reason)
         self.line = line
+        self.mistakes = mistakes  # one file's invalid fields are one problem, each still a mistake to count
         where = f"{path}:{line}" if line else path
         super().__init__(f"{where}: {self.reason}")
 

@@ -131,3 +131,52 @@ def test_a_renamed_server_is_warned_about() -> None:
     imported = convert_client_config({"mcpServers": servers})
     assert sorted(imported.upstreams) == ["My_Server_v2", "plain-name_1"]
     assert imported.warnings == ["My Server.v2: renamed 'My_Server_v2' (a server name is [A-Za-z0-9_-], at most 64)"]
+
+
+def test_import_skips_every_entry_that_runs_toolbridge_itself_and_says_so(tmp_path: Path) -> None:
+    """The README's own flow: a client connected to toolbridge, then its config imported into toolbridge."""
+    (tmp_path / "toolsets.yaml").write_text("core: []\n")
+    wheel = "/downloads/toolbridge-0.1.0-py3-none-any.whl"
+    documents = {
+        "claude_desktop_config.json": {"mcpServers": {
+            "toolbridge": {"command": "/home/me/.venv/bin/toolbridge", "args": ["serve", "--config-dir", "/c"]},
+            "time": {"command": "uvx", "args": ["mcp-server-time"]}}},
+        ".claude.json": {"mcpServers": {"tb": {"command": sys.executable, "args": ["-m", "proxy", "serve"]}}},
+        "mcp.json": {"mcpServers": {"bridge": {"command": "uvx", "args": ["--from", wheel, "toolbridge", "serve"]}}},
+        "vscode-mcp.json": {"servers": {"gw": {"type": "stdio", "command": "pipx", "args": ["run", "toolbridge"]},
+                                        "fs": {"command": "npx", "args": ["-y", "server-filesystem", "/toolbridge"]}}},
+    }
+    skipped = []
+    for name, document in documents.items():
+        source = tmp_path / name
+        source.write_text(json.dumps(document))
+        done = subprocess.run([sys.executable, "-m", "proxy", "import", str(source), "--config-dir", str(tmp_path)],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        skipped += [line.split(":")[1].strip() for line in done.stderr.splitlines() if "runs toolbridge itself" in line]
+    assert skipped == ["toolbridge", "tb", "bridge", "gw"]
+    assert sorted(path.name for path in (tmp_path / "upstreams").iterdir()) == ["fs.yaml", "time.yaml"]
+
+
+def test_a_vscode_mcp_json_with_comments_and_trailing_commas_imports(tmp_path: Path) -> None:
+    (tmp_path / "toolsets.yaml").write_text("core: []\n")
+    source = tmp_path / ".vscode" / "mcp.json"
+    source.parent.mkdir()
+    source.write_text("""{
+  // servers for this workspace
+  "servers": {
+    "web": {"type": "http", "url": "https://mcp.example.com//mcp", /* a URL's // is no comment */},
+    "git": {
+      "type": "stdio",
+      "command": "mcp-server-git", // the local one
+      "args": ["--note", "a /* b */ c",],
+    },
+  },
+}
+""")
+    done = subprocess.run([sys.executable, "-m", "proxy", "import", str(source), "--config-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    config = load_config(tmp_path)
+    assert (config.upstreams["web"].url, config.upstreams["git"].args) == ("https://mcp.example.com//mcp",
+                                                                          ("--note", "a /* b */ c"))

@@ -78,3 +78,27 @@ def test_the_example_ships_in_the_wheel_and_init_works_from_it(tmp_path: Path) -
                            capture_output=True, text=True, timeout=60).stdout
     assert where.startswith(str(tmp_path / "site"))
     assert load_config(directory, environ={}).problems == []
+
+
+def test_init_run_from_uvs_cache_prints_an_entry_that_outlives_the_cache(tmp_path: Path) -> None:
+    """`uvx --from <wheel> toolbridge init`: the environment is uv's to delete, so the entry goes through uvx."""
+    environment = tmp_path / ".cache" / "uv" / "archive-v0" / "f3a9"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(environment)], check=True, timeout=120)
+    (site,) = environment.glob("lib/python*/site-packages")
+    ours = next(Path(p) for p in sys.path if p.endswith("site-packages") and (Path(p) / "mcp").is_dir())
+    (site / "toolbridge-from-repo.pth").write_text(f"import site; site.addsitedir({str(ours)!r})\n{REPO}\n")
+    record = site / "toolbridge-0.1.0.dist-info"  # as uv records a wheel it installed (PEP 610)
+    record.mkdir()
+    (record / "METADATA").write_text("Metadata-Version: 2.1\nName: toolbridge\nVersion: 0.1.0\n")
+    wheel = "/downloads/toolbridge-0.1.0-py3-none-any.whl"
+    (record / "direct_url.json").write_text(json.dumps({"url": f"file://{wheel}", "archive_info": {}}))
+    directory = tmp_path / "config"
+    done = subprocess.run([str(environment / "bin" / "python"), "-m", "proxy", "init", str(directory)], cwd="/",
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    entry = json.loads(next(line for line in done.stdout.splitlines() if '"mcpServers"' in line))
+    assert entry["mcpServers"]["toolbridge"] == {
+        "command": "uvx", "args": ["--from", wheel, "toolbridge", "serve", "--config-dir", str(directory)]}
+    assert f"runs from uvx's cache ({environment})" in done.stdout and f"uv tool install {wheel}" in done.stdout
+    assert str(environment) not in done.stdout.split("Next:")[1]

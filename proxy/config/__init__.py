@@ -12,6 +12,7 @@ from proxy.config._loading import (
     load_upstream,
     parse_tool_search,
     reload_note,
+    upstream_problem,
 )
 from proxy.config._models import (
     DEFAULT_REDIRECT_PORT,
@@ -30,10 +31,13 @@ from proxy.config._models import (
     ToolsetsConfig,
     UpstreamConfig,
 )
+from proxy.config._nesting import SERVING, chain_marker, enter_chain, runs_toolbridge, serving_chain
+from proxy.config._references import unknown_tools
 
 __all__ = [
     "DEFAULT_REDIRECT_PORT",
     "SERVER_NAME",
+    "SERVING",
     "AuditConfig",
     "Config",
     "Imported",
@@ -48,7 +52,9 @@ __all__ = [
     "ToolsetConfig",
     "ToolsetsConfig",
     "UpstreamConfig",
+    "chain_marker",
     "convert_client_config",
+    "enter_chain",
     "holds_literal_secret",
     "import_client_config",
     "interpolate",
@@ -58,4 +64,8 @@ __all__ = [
     "load_upstream",
     "parse_tool_search",
     "reload_note",
+    "runs_toolbridge",
+    "serving_chain",
+    "unknown_tools",
+    "upstream_problem",
 ]

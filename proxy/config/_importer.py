@@ -9,7 +9,6 @@ and every conversion that changes meaning comes back as a warning.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,6 +16,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from proxy.config._jsonc import loads_jsonc
+from proxy.config._nesting import runs_toolbridge
 from proxy.names import sanitize
 
 _REMOTE_TYPES = {"http": "streamable-http", "streamable-http": "streamable-http", "streamableHttp": "streamable-http",
@@ -181,6 +182,10 @@ def convert_client_config(document: Any, source: Path | None = None) -> Imported
         if not isinstance(entry, Mapping):
             imported.problems.append(f"{raw_name}: not an object; skipped")
             continue
+        if runs_toolbridge(str(entry.get("command") or ""), [str(arg) for arg in entry.get("args") or ()]):
+            imported.warnings.append(f"{raw_name}: skipped: it runs toolbridge itself (as an upstream, toolbridge "
+                                     "would start toolbridge, which starts it again)")
+            continue
         try:
             imported.upstreams[name] = _upstream(entry, _Variables(name, workspace, imported.warnings))
         except ValueError as exc:
@@ -189,9 +194,10 @@ def convert_client_config(document: Any, source: Path | None = None) -> Imported
 
 
 def import_client_config(file: Path) -> Imported:
-    """`convert_client_config` of a file; a file that cannot be read or parsed is the one problem."""
+    """`convert_client_config` of a file (JSON, or JSONC as VS Code writes it); a file that cannot be read
+    or parsed is the one problem."""
     try:
-        document = json.loads(file.read_text(encoding="utf-8"))
+        document = loads_jsonc(file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         return Imported(problems=[f"{file}: {exc}"])
     return convert_client_config(document, file)

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from proxy.config._models import SERVER_NAME, Config, ToolSearchSettings, ToolsetsConfig, UpstreamConfig
+from proxy.config._nesting import serves_itself
 from proxy.config._references import dangling_names
 from proxy.config._yaml import line_of, read_yaml, validation_problem
 from proxy.errors import ConfigError, DanglingName
@@ -172,6 +173,10 @@ def load_upstream(path: Path, environ: Mapping[str, str], used: set[str] | None 
         upstream = UpstreamConfig.model_validate({**data, "name": name})
     except ValidationError as exc:
         raise validation_problem(path, node, exc) from None
+    if serves_itself(upstream, path.parent.parent):
+        raise ConfigError(str(path), "command: runs toolbridge on this same config dir, which would start itself "
+                          "without end (a client connects to toolbridge; toolbridge is not its own upstream); "
+                          "delete this file", line_of(node, ("command",)))
     if used is not None:
         used.update(configured_secrets(upstream))
     return upstream
@@ -259,6 +264,17 @@ def load_config(directory: str | os.PathLike[str], environ: Mapping[str, str] | 
         raw_names = any(not upstream.prefix for upstream in config.upstreams.values())
         config.problems += dangling_names(toolsets_path, config.toolsets, {p.stem for p in files}, raw_names)
     return config
+
+
+def upstream_problem(directory: Path, server: str, key: str, reason: str) -> ConfigError:
+    """A problem with a loaded upstream found later (its command is not on PATH), at the line of `key`."""
+    path = next((p for p in _upstream_files(directory / "upstreams") if p.stem == server),
+                directory / "upstreams" / f"{server}.yaml")
+    try:
+        _, node = read_yaml(path)
+    except ConfigError:
+        node = None
+    return ConfigError(str(path), f"{key}: {reason}", line_of(node, (key,)))
 
 
 def keep_last_good(previous: Config, fresh: Config) -> Config:

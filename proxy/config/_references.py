@@ -8,7 +8,9 @@ part is only known once the server has listed its tools, so it is not judged her
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+import difflib
+from collections.abc import Collection, Iterator, Mapping
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ from proxy.config._yaml import line_of, read_yaml
 from proxy.errors import ConfigError, DanglingName
 from proxy.names import MAX_LENGTH, SEPARATOR, TOOLSET_PREFIX
 
-__all__ = ["dangling_names"]
+__all__ = ["dangling_names", "unknown_tools"]
 
 _EVERYTHING = frozenset({"all", "*"})
 _GLOB_CHARS = "*?["
@@ -77,7 +79,10 @@ def dangling_names(path: Path, toolsets: ToolsetsConfig, servers: Collection[str
     `servers` are the configured server names (every upstream file's stem, loaded or not: a broken
     file is reported on its own); `raw_names` is whether any server keeps unprefixed tool names.
     """
-    found = _unknown(toolsets, servers, raw_names)
+    return _located(path, _unknown(toolsets, servers, raw_names))
+
+
+def _located(path: Path, found: list[tuple[tuple[Any, ...], str]]) -> list[ConfigError]:
     if not found:
         return []
     try:
@@ -86,3 +91,29 @@ def dangling_names(path: Path, toolsets: ToolsetsConfig, servers: Collection[str
         node = None
     return [DanglingName(str(path), f"{'.'.join(map(str, where))}: {reason}", line_of(node, where))
             for where, reason in found]
+
+
+def _unmatched(pattern: str, known: Mapping[str, Collection[str]]) -> str | None:
+    """Why `pattern` matches no tool of the known server its name starts with, or None when it matches
+    one, or names no server whose tools are known."""
+    servers = [server for server in known if pattern.startswith(server + SEPARATOR)]
+    if not servers:
+        return None
+    server = max(servers, key=len)
+    names = known[server]
+    if any(fnmatchcase(name, pattern) for name in names):
+        return None
+    close = [] if any(char in pattern for char in _GLOB_CHARS) else difflib.get_close_matches(pattern, names, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{pattern!r} names no tool of server {server} ({len(names)} tools){hint}"
+
+
+def unknown_tools(path: Path, toolsets: ToolsetsConfig, known: Mapping[str, Collection[str]]) -> list[ConfigError]:
+    """One problem per `core` or toolset `tools` entry that names a server whose tools are known, yet matches
+    none of them (a misspelt core tool with a correct prefix would otherwise be silently absent).
+
+    `known` maps a server to its qualified tool names; servers whose tools are not known are not judged.
+    """
+    found = [(where, reason) for where, pattern in _tool_references(toolsets)
+             if (reason := _unmatched(pattern, known)) is not None]
+    return _located(path, found)

@@ -82,4 +82,4 @@ def validation_problem(path: Path, node: yaml.Node | None, exc: ValidationError)
     described = [_describe(node, error) for error in exc.errors(include_url=False)]
     (first, line), rest = described[0], described[1:]
     more = [f"line {where}: {text}" if where else text for text, where in rest]
-    return ConfigError(str(path), "; ".join([first, *more]), line)
+    return ConfigError(str(path), "; ".join([first, *more]), line, mistakes=len(described))

@@ -6,12 +6,15 @@ toolbridge can start from nothing: a `toolsets.yaml` and one upstream that needs
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import yaml
 
@@ -79,16 +82,51 @@ def init_config_dir(directory: Path, imported: Imported | None = None, force: bo
     return written
 
 
-def _launcher() -> list[str]:
-    """How a client should start this toolbridge: by absolute path, as clients do not activate venvs."""
+def _ephemeral_runner() -> str | None:
+    """`uvx` or `pipx` when this toolbridge runs from an environment that tool made for one run (uv's
+    cache, pipx's `.cache`), which it may delete at any time; None for a lasting install."""
+    prefix = Path(sys.prefix).resolve().as_posix() + "/"
+    uv_cache = os.environ.get("UV_CACHE_DIR")
+    if re.search(r"/uv/archive-v\d+/|/\.cache/uv/", prefix) or (
+            uv_cache and prefix.startswith(Path(uv_cache).resolve().as_posix() + "/")):
+        return "uvx"
+    if "/pipx/.cache/" in prefix:
+        return "pipx"
+    return None
+
+
+def _source() -> str:
+    """What this toolbridge was installed from: the wheel, directory or URL it records (PEP 610), else its name."""
+    try:
+        recorded = importlib.metadata.distribution("toolbridge").read_text("direct_url.json")
+    except importlib.metadata.PackageNotFoundError:
+        recorded = None
+    url = str(json.loads(recorded).get("url", "")) if recorded else ""
+    return unquote(urlsplit(url).path) if url.startswith("file://") else url or "toolbridge"
+
+
+def _launcher() -> tuple[list[str], str]:
+    """How a client should start this toolbridge, and a note on why: by absolute path, as clients do not
+    activate venvs; through `uvx`/`pipx run` again when this one runs from their throwaway environment."""
+    runner = _ephemeral_runner()
+    if runner is not None:
+        source = _source()
+        command = resolve_command(runner) or runner
+        launch = [command, "--from", source, "toolbridge"] if runner == "uvx" else [
+            command, "run", "--spec", source, "toolbridge"]
+        return launch, (f"Note: this toolbridge runs from {runner}'s cache ({sys.prefix}), which {runner} may delete; "
+                        f"the entries below start it with `{runner}` instead. To run an installed one, "
+                        f"`uv tool install {source}` or `pipx install {source}`, then use its path.\n")
     found = resolve_command("toolbridge")
-    return [str(Path(found).absolute())] if found else [sys.executable, "-m", "proxy"]
+    return ([str(Path(found).absolute())] if found else [sys.executable, "-m", "proxy"]), ""
 
 
 def connect_hint(directory: Path) -> str:
     """The next step after `init`: the client config entries that serve this config dir."""
-    command, *args = [*_launcher(), "serve", "--config-dir", str(directory)]
+    launch, note = _launcher()
+    command, *args = [*launch, "serve", "--config-dir", str(directory)]
     entry = json.dumps({"mcpServers": {"toolbridge": {"command": command, "args": args}}})
-    return (f"\nNext: `{command} check --config-dir {directory}`, then connect a client.\n"
+    check = " ".join([*launch, "check", "--config-dir", str(directory)])
+    return (f"\n{note}Next: `{check}`, then connect a client.\n"
             f"  Claude Desktop, Cursor (mcpServers) or VS Code (rename the key to \"servers\"):\n    {entry}\n"
             f"  Claude Code:\n    claude mcp add toolbridge -- {' '.join([command, *args])}")

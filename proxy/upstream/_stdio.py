@@ -27,7 +27,7 @@ from anyio.abc import Process
 from mcp.client.stdio import get_default_environment
 from mcp.types import JSONRPCMessage, jsonrpc_message_adapter
 
-from proxy.config import UpstreamConfig
+from proxy.config import UpstreamConfig, chain_marker
 from proxy.errors import UpstreamRefused
 from proxy.upstream._tool_list import read_message
 from proxy.upstream._wire import LineTooLong, MessageReader, MessageWriter, Pipes, open_pipes
@@ -152,7 +152,8 @@ async def stdio_transport(
     """Spawn the upstream and yield its (read, write) message streams; `on_changed` fires for each list_changed
     notification (they never reach the SDK), `on_eof` when it exits.
 
-    The child gets the SDK's minimal safe environment plus its configured `env`, never ours.
+    The child gets the SDK's minimal safe environment plus its configured `env`, never ours, except
+    the chain of config dirs being served (`SERVING`), by which a toolbridge child refuses to serve its parent's.
 
     Raises:
         UpstreamRefused: the command or its working directory does not exist.
@@ -167,8 +168,8 @@ async def stdio_transport(
     stdout, child_stdout = os.pipe()
     try:
         process = await anyio.open_process(
-            [command, *config.args], stdin=child_stdin, stdout=child_stdout, stderr=errlog,
-            env={**get_default_environment(), **config.env}, cwd=cwd, start_new_session=True,
+            [command, *config.args], stdin=child_stdin, stdout=child_stdout, stderr=errlog, cwd=cwd,
+            env={**get_default_environment(), **config.env, **chain_marker(os.environ)}, start_new_session=True,
         )
     except BaseException:
         os.close(stdin)
