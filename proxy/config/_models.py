@@ -253,9 +253,9 @@ class ToolsetsConfig(_Frozen):
     core: tuple[str, ...] = ()
     toolsets: dict[str, ToolsetConfig] = Field(default_factory=dict)
     profiles: dict[str, ProfileConfig] = Field(default_factory=lambda: {"default": ProfileConfig()})
-    # A session's first list waits for the fleet: None, until every upstream registered or failed once (each
-    # within its connect_timeout), so a one-shot client gets what a patient one does; a number caps that wait.
-    startup_wait: float | None = Field(default=None, ge=0)
+    # The longest a session's first request waits for the fleet (SPEC §6.7): clients give up on a slow list
+    # and then lose every upstream, so completeness for one-shot clients comes from the cached catalog.
+    startup_wait: float = Field(default=3.0, ge=0)
     # Fleet-wide defaults for `upstreams/*.yaml`, and how many stdio children may start at once.
     lazy: bool = False
     idle_timeout: float | None = Field(default=None, gt=0)
