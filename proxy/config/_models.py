@@ -71,6 +71,10 @@ class UpstreamConfig(_Frozen):
     command: str | None = None
     args: tuple[str, ...] = ()
     env: dict[str, str] = Field(default_factory=dict)
+    # Names or `PREFIX_*` globs of toolbridge's environment a stdio child also gets, or never gets (block wins);
+    # network, CA, package-manager and locale variables pass by default, secrets only when named here.
+    env_passthrough: tuple[str, ...] = ()
+    env_block: tuple[str, ...] = ()
     cwd: str | None = None
     url: str | None = None
     transport: Literal["streamable-http", "sse"] | None = None
@@ -108,6 +112,14 @@ class UpstreamConfig(_Frozen):
     def _args_as_strings(cls, value: Any) -> Any:
         if isinstance(value, list | tuple):
             return tuple(str(v) for v in value)
+        return value
+
+    @field_validator("env_passthrough", "env_block")
+    @classmethod
+    def _variable_patterns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in value:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\*?", pattern):
+                raise ValueError(f"{pattern!r} is not a variable name or a `PREFIX_*` glob")
         return value
 
     @field_validator("env", "headers", mode="before")

@@ -24,11 +24,11 @@ from typing import IO
 
 import anyio
 from anyio.abc import Process
-from mcp.client.stdio import get_default_environment
 from mcp.types import JSONRPCMessage, jsonrpc_message_adapter
 
 from proxy.config import UpstreamConfig
 from proxy.errors import UpstreamRefused
+from proxy.upstream._environment import child_environment
 from proxy.upstream._tool_list import read_message
 from proxy.upstream._wire import LineTooLong, MessageReader, MessageWriter, Pipes, open_pipes
 
@@ -152,7 +152,8 @@ async def stdio_transport(
     """Spawn the upstream and yield its (read, write) message streams; `on_changed` fires for each list_changed
     notification (they never reach the SDK), `on_eof` when it exits.
 
-    The child gets the SDK's minimal safe environment plus its configured `env`, never ours.
+    The child gets the network, CA, package-manager and locale part of ours plus its configured `env`, never
+    our secrets (`_environment`).
 
     Raises:
         UpstreamRefused: the command or its working directory does not exist.
@@ -168,7 +169,7 @@ async def stdio_transport(
     try:
         process = await anyio.open_process(
             [command, *config.args], stdin=child_stdin, stdout=child_stdout, stderr=errlog,
-            env={**get_default_environment(), **config.env}, cwd=cwd, start_new_session=True,
+            env=child_environment(config, os.environ), cwd=cwd, start_new_session=True,
         )
     except BaseException:
         os.close(stdin)
