@@ -254,6 +254,7 @@ async def _serve(
             await tg.start(notifier.run)
             metrics = Metrics(gateway.fleet, gateway.views, notifier, top_tools=config.toolsets.metrics.top_tools)
             handlers = Handlers(gateway.views, gateway.fleet, notifier, fleet_ready=gateway.fleet.ready,
+                                fleet_started=gateway.fleet.started,
                                 startup_wait=config.toolsets.startup_wait, profile=profile,
                                 on_call=_call_observers(metrics, audit),
                                 large_results=LargeResults(gateway.shared.results,

@@ -611,7 +611,7 @@ def test_absent_toolsets_yaml_means_defaults(tmp_path: Path) -> None:
     assert config.toolsets.profiles["default"].toolsets == ("all",)
     assert config.toolsets.profiles["default"].disabled == ()
     assert config.toolsets.profiles["default"].context_tokens is None
-    assert config.toolsets.startup_wait is None
+    assert config.toolsets.startup_wait == 3.0
     assert config.toolsets.tool_search == DEFAULTS
 
 

@@ -71,6 +71,10 @@ class UpstreamConfig(_Frozen):
     command: str | None = None
     args: tuple[str, ...] = ()
     env: dict[str, str] = Field(default_factory=dict)
+    # Names or `PREFIX_*` globs of toolbridge's environment a stdio child also gets, or never gets (block wins);
+    # network, CA, package-manager and locale variables pass by default, secrets only when named here.
+    env_passthrough: tuple[str, ...] = ()
+    env_block: tuple[str, ...] = ()
     cwd: str | None = None
     url: str | None = None
     transport: Literal["streamable-http", "sse"] | None = None
@@ -108,6 +112,14 @@ class UpstreamConfig(_Frozen):
     def _args_as_strings(cls, value: Any) -> Any:
         if isinstance(value, list | tuple):
             return tuple(str(v) for v in value)
+        return value
+
+    @field_validator("env_passthrough", "env_block")
+    @classmethod
+    def _variable_patterns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in value:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\*?", pattern):
+                raise ValueError(f"{pattern!r} is not a variable name or a `PREFIX_*` glob")
         return value
 
     @field_validator("env", "headers", mode="before")
@@ -253,9 +265,9 @@ class ToolsetsConfig(_Frozen):
     core: tuple[str, ...] = ()
     toolsets: dict[str, ToolsetConfig] = Field(default_factory=dict)
     profiles: dict[str, ProfileConfig] = Field(default_factory=lambda: {"default": ProfileConfig()})
-    # A session's first list waits for the fleet: None, until every upstream registered or failed once (each
-    # within its connect_timeout), so a one-shot client gets what a patient one does; a number caps that wait.
-    startup_wait: float | None = Field(default=None, ge=0)
+    # The longest a session's first request waits for the fleet (SPEC §6.7): clients give up on a slow list
+    # and then lose every upstream, so completeness for one-shot clients comes from the cached catalog.
+    startup_wait: float = Field(default=3.0, ge=0)
     # Fleet-wide defaults for `upstreams/*.yaml`, and how many stdio children may start at once.
     lazy: bool = False
     idle_timeout: float | None = Field(default=None, gt=0)

@@ -52,7 +52,8 @@ class Handlers:
         notifier: ChangeNotifier,
         *,
         fleet_ready: anyio.Event,
-        startup_wait: float | None,
+        startup_wait: float,
+        fleet_started: anyio.Event | None = None,
         profile: str | None = None,
         on_call: CallObserver | None = None,
         large_results: LargeResults | None = None,
@@ -64,7 +65,8 @@ class Handlers:
         self.views = views
         self.upstreams = upstreams
         self.notifier = notifier
-        self.fleet_ready = fleet_ready
+        self.fleet_ready = fleet_ready  # every upstream registered (from a connection or its cached catalog) or failed
+        self.fleet_started = fleet_started or fleet_ready  # every upstream connected or failed once
         self.startup_wait = startup_wait
         self.startup_deadline: float | None = None  # set by the first request that waits
         self.fixed_profile = profile
@@ -115,20 +117,22 @@ class Handlers:
         """The session's view; no request waits for the fleet here (see `_await_startup`)."""
         return self.views.for_profile(self.profile_of(ctx))
 
-    async def _await_startup(self) -> None:
-        """Wait for every upstream to register or fail once, within `startup_wait` of the first list.
+    async def _await_startup(self, *, catalogs: bool = False) -> None:
+        """Wait for every upstream to register (or every one to connect: `catalogs`) or fail once, within
+        `startup_wait` of the process's first request.
 
-        One window for the process, opened by its first request, not one per session or request:
-        after the window nothing ever waits for the fleet. With no `startup_wait` the window lasts
-        until the fleet has settled, which each upstream's `connect_timeout` bounds.
+        One window for the process, not one per session or request, and never longer than `startup_wait`
+        (SPEC §6.7): a client that gives up on a slow answer (Claude Code's health check, after 5–8 s) loses
+        every upstream, so one slow server must not hold the others back. Resources and prompts are known
+        only from a connection (the cached catalog holds tools), hence the wait for connections there.
         """
-        if self.startup_wait is None:
-            await self.fleet_ready.wait()
-        elif not self.fleet_ready.is_set():
-            if self.startup_deadline is None:
-                self.startup_deadline = anyio.current_time() + self.startup_wait
-            with anyio.move_on_after(self.startup_deadline - anyio.current_time()):
-                await self.fleet_ready.wait()
+        settled = self.fleet_started if catalogs else self.fleet_ready
+        if settled.is_set():
+            return
+        if self.startup_deadline is None:
+            self.startup_deadline = anyio.current_time() + self.startup_wait
+        with anyio.move_on_after(self.startup_deadline - anyio.current_time()):
+            await settled.wait()
 
     def _request_channel(self, ctx: RequestContext) -> BackChannel | None:
         """A back channel for a request that is not a tool call: handshake-era sessions only."""
@@ -169,20 +173,20 @@ class Handlers:
                 return await self.large_results.read(params.uri, owner)
             except ValueError as exc:
                 raise MCPError(types.INVALID_PARAMS, str(exc)) from exc
-        await self._await_startup()  # the resource's server may still be starting
+        await self._await_startup(catalogs=True)  # the resource's server may still be starting
         return await self.resources.read(ctx, params)
 
     async def list_prompts(
         self, ctx: RequestContext, params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
-        await self._await_startup()
+        await self._await_startup(catalogs=True)
         self._remember(ctx, await self._view(ctx), "prompts")
         return await self.prompts.list(ctx, params)
 
     async def list_resources(
         self, ctx: RequestContext, params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        await self._await_startup()
+        await self._await_startup(catalogs=True)
         self._remember(ctx, await self._view(ctx), "resources")
         return await self.resources.list(ctx, params)
 

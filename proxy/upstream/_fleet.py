@@ -9,7 +9,8 @@ A server with a cached catalog is listed from it at once.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -184,10 +185,7 @@ class Fleet:
         up = self._servers.get(server)
         if up is None:
             raise UpstreamUnavailable(server, "no such upstream")
-        up.pending += 1
-        up.used = True
-        try:
-            await up.until_started()
+        async with _using(up):
             if up.state is UpstreamState.NEEDS_AUTH:
                 await self._supervisor.consent_for_call(up, channel)
             conn = await up.live_connection()
@@ -208,26 +206,27 @@ class Fleet:
             conn = await up.live_connection()
             return await conn.call_tool(raw_name, arguments, timeout=up.config.timeout,
                                         progress_callback=progress_callback, channel=channel)
-        finally:
-            up.pending -= 1
-            up.last_used = anyio.current_time()
 
     async def request(
         self, server: str, what: str, operation: Callable[[Client], Awaitable[T]], channel: BackChannel | None = None
     ) -> T:
         """Run a request other than a tool call (read, get, complete, subscribe, set level) on `server`.
 
+        It waits for a starting or restarting server as a tool call does, bounded the same way: a server listed
+        from its cached catalog (an MCP App's `ui://` resource with it) is still connecting at first.
+
         Raises:
-            UpstreamUnavailable: the server is not connected, or died meanwhile.
+            UpstreamUnavailable: the server is not connected after that wait, or died meanwhile.
             UpstreamTimeout: no answer within the server's `timeout`.
             UpstreamError: the upstream answered with an error.
         """
         up = self._servers.get(server)
-        conn = up.connection if up is not None else None
-        if up is None or up.state is not UpstreamState.READY or conn is None:
-            raise UpstreamUnavailable(server, "temporarily unavailable")
-        with anyio.move_on_after(up.config.timeout):
-            return await conn.request(what, operation, channel)
+        if up is None:
+            raise UpstreamUnavailable(server, "no such upstream")
+        async with _using(up):
+            conn = await up.live_connection()
+            with anyio.move_on_after(up.config.timeout):
+                return await conn.request(what, operation, channel)
         raise UpstreamTimeout(server, f"{what} gave no answer within {up.config.timeout:g} s; cancelled")
 
     async def subscribe(self, server: str, uris: Sequence[str]) -> None:
@@ -263,3 +262,16 @@ class Fleet:
             self.ready.set()
         if all(up.tried for up in self._servers.values()):
             self.started.set()
+
+
+@asynccontextmanager
+async def _using(up: Member) -> AsyncIterator[None]:
+    """Hold `up` in use (it is not stopped for idleness meanwhile), starting it first if lazy or stopped."""
+    up.pending += 1
+    up.used = True
+    try:
+        await up.until_started()
+        yield
+    finally:
+        up.pending -= 1
+        up.last_used = anyio.current_time()

@@ -3,7 +3,8 @@
 We own the process (through anyio's public process API) instead of using the SDK's stdio client,
 because we need what it does not expose: the child's pid. The child leads a new session, so on
 exit its whole group goes — grandchildren included — and the end of its stdout is an event the
-supervisor waits on, so a crash is seen at once rather than at the next ping. The session reads and
+supervisor waits on, so a crash is seen at once rather than at the next ping. It starts under
+`_watchdog`, so its group goes with toolbridge too, even when toolbridge is SIGKILLed. The session reads and
 writes the pipes itself (`_wire`), with no pump task between them.
 """
 
@@ -24,11 +25,11 @@ from typing import IO
 
 import anyio
 from anyio.abc import Process
-from mcp.client.stdio import get_default_environment
 from mcp.types import JSONRPCMessage, jsonrpc_message_adapter
 
-from proxy.config import UpstreamConfig, chain_marker
+from proxy.config import UpstreamConfig
 from proxy.errors import UpstreamRefused
+from proxy.upstream._environment import child_environment
 from proxy.upstream._tool_list import read_message
 from proxy.upstream._wire import LineTooLong, MessageReader, MessageWriter, Pipes, open_pipes
 
@@ -37,6 +38,7 @@ logger = logging.getLogger(__name__)
 EXIT_GRACE = 2.0  # after stdin closes, then again after SIGTERM (the SDK's and the spec's order)
 NOISE_LOG_INTERVAL = 10.0
 LARGE_LINE = 1 << 20  # a line longer than this is read a value at a time, never in one parse
+WATCHDOG = str(Path(__file__).with_name("_watchdog.py"))  # ties the child's group to our life
 LIST_CHANGED = frozenset(f"notifications/{kind}/list_changed" for kind in ("tools", "prompts", "resources"))
 
 
@@ -152,8 +154,9 @@ async def stdio_transport(
     """Spawn the upstream and yield its (read, write) message streams; `on_changed` fires for each list_changed
     notification (they never reach the SDK), `on_eof` when it exits.
 
-    The child gets the SDK's minimal safe environment plus its configured `env`, never ours, except
-    the chain of config dirs being served (`SERVING`), by which a toolbridge child refuses to serve its parent's.
+    The child gets the network, CA, package-manager and locale part of ours plus its configured `env`, never
+    our secrets, plus the chain of config dirs being served, by which a toolbridge child refuses to serve its
+    parent's (`_environment`).
 
     Raises:
         UpstreamRefused: the command or its working directory does not exist.
@@ -166,21 +169,26 @@ async def stdio_transport(
     cwd = _working_directory(config, config_dir)
     child_stdin, stdin = os.pipe()
     stdout, child_stdout = os.pipe()
+    watched, alive = os.pipe()  # the child's group is killed when `alive` closes: at the end of stop(), or our death
     try:
         process = await anyio.open_process(
-            [command, *config.args], stdin=child_stdin, stdout=child_stdout, stderr=errlog, cwd=cwd,
-            env={**get_default_environment(), **config.env, **chain_marker(os.environ)}, start_new_session=True,
+            [sys.executable, "-I", "-S", WATCHDOG, str(watched), command, *config.args], stdin=child_stdin,
+            stdout=child_stdout, stderr=errlog, env=child_environment(config, os.environ), cwd=cwd,
+            start_new_session=True, pass_fds=(watched,),
         )
     except BaseException:
-        os.close(stdin)
-        os.close(stdout)
+        for fd in (stdin, stdout, alive):
+            os.close(fd)
         raise
     finally:
-        os.close(child_stdin)
-        os.close(child_stdout)
+        for fd in (child_stdin, child_stdout, watched):
+            os.close(fd)
 
     async def stop() -> None:
-        await _stop(process, stdin)
+        try:
+            await _stop(process, stdin)
+        finally:
+            os.close(alive)
 
     # The child is stopped before its stdout closes (it may still write while it exits).
     async with open_pipes(os.fdopen(stdout, "rb", buffering=0), stdin, max_line=config.max_message_bytes,

@@ -15,9 +15,12 @@ import anyio
 import httpx2
 import yaml
 from conftest import free_port
-from mcp import StdioServerParameters, stdio_client
+from mcp import Client, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 CATALOG_SERVER = str(Path(__file__).parent.parent / "servers" / "catalog_server.py")
+CONTROLLABLE = str(Path(__file__).parent.parent / "servers" / "controllable.py")
+HOSTILE = str(Path(__file__).parent.parent / "servers" / "hostile.py")
 REPO = Path(__file__).resolve().parent.parent.parent
 MCPSERVER_FIXTURE = REPO / "tests" / "servers" / "mcpserver_fixture.py"
 
@@ -105,3 +108,16 @@ async def mcpserver_over_http() -> AsyncIterator[str]:
 
 def wire(tools: Sequence[Any]) -> bytes:
     return json.dumps([t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools]).encode()
+
+
+@asynccontextmanager
+async def connected(config: Path, transport: str, mode: str = "auto", on_message: Any = None
+                    ) -> AsyncIterator[Client]:
+    """The real SDK client on `toolbridge serve` over `transport` (stdio or http), once initialized."""
+    if transport == "stdio":
+        async with Client(serve_stdio(config), mode=mode, message_handler=on_message) as client:
+            yield client
+        return
+    async with serve_http(config, free_port()) as base, \
+            Client(streamable_http_client(f"{base}/mcp"), mode=mode, message_handler=on_message) as client:
+        yield client

@@ -8,17 +8,14 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from conftest import free_port
-from fleetdir import REPO, serve_http, serve_stdio, write_fleet
+from fleetdir import REPO, connected, serve_stdio, write_fleet
 from mcp import Client, types
-from mcp.client.streamable_http import streamable_http_client
 
 pytestmark = pytest.mark.anyio
 
@@ -37,17 +34,6 @@ def processes_mentioning(text: str) -> list[int]:
         if text in cmdline and state != "Z" and int(entry.name) != os.getpid():
             found.append(int(entry.name))
     return found
-
-
-@asynccontextmanager
-async def connected(config: Path, transport: str, mode: str, on_message: Any) -> AsyncIterator[Client]:
-    if transport == "stdio":
-        async with Client(serve_stdio(config), mode=mode, message_handler=on_message) as client:
-            yield client
-        return
-    async with serve_http(config, free_port()) as base, \
-            Client(streamable_http_client(f"{base}/mcp"), mode=mode, message_handler=on_message) as client:
-        yield client
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])

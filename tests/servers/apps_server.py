@@ -1,6 +1,6 @@
 """An MCP App written with the SDK's `Apps` extension: a tool with a UI, an app-only tool, a tool the
 model may call but apps may not, and a tool whose result links its UI. Run as a stdio server
-(`python -m tests.servers.apps_server`) or built in-process with `build()`.
+(`python -m tests.servers.apps_server [--log FILE] [--delay S]`) or built in-process with `build()`.
 
 Every call is recorded in `calls`, and with `--log FILE` also appended to FILE, one JSON line each,
 so a test sees which callbacks reached the server.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -68,4 +69,6 @@ def build(calls: list[tuple[str, dict[str, Any]]] | None = None, log: Path | Non
 
 if __name__ == "__main__":
     log_path = Path(sys.argv[sys.argv.index("--log") + 1]) if "--log" in sys.argv else None
+    if "--delay" in sys.argv:  # seconds before serving: a server still starting while it is listed from the cache
+        time.sleep(float(sys.argv[sys.argv.index("--delay") + 1]))
     build(log=log_path).run("stdio")
