@@ -29,7 +29,7 @@ from bench.harness import REPO, Latency, machine_summary
 from proxy.app import Gateway, run_gateway
 from proxy.config import Config, ToolsetsConfig, UpstreamConfig
 from proxy.downstream import ChangeNotifier, Handlers, build_server
-from proxy.upstream._caps import MAX_TOOLS
+from proxy.upstream.connection._limits import MAX_TOOLS
 
 HOSTILE = str(REPO / "tests" / "servers" / "hostile.py")
 TINY = str(REPO / "tests" / "servers" / "tiny.py")

@@ -24,7 +24,7 @@ from bench.harness import REPO, Latency, machine_summary
 from proxy.config import ToolSearchSettings, ToolsetsConfig, UpstreamConfig
 from proxy.registry import Registry
 from proxy.upstream import Fleet
-from proxy.upstream import _supervisor as supervisor_module
+from proxy.upstream.fleet import _supervisor as supervisor_module
 from proxy.views import Views
 
 CONTROLLABLE = str(REPO / "tests" / "servers" / "controllable.py")

@@ -1,8 +1,8 @@
 """Resource subscriptions a hostile HTTP client leaves behind: memory held and what each later connection end
 (`Subscriptions.forget`) costs on the event loop, 1,000 URIs to a session that never says it ended.
 
-`--baseline FILE`: the same for another version of `proxy/downstream/_resources.py`, side by side
-(`git show e8c1616:proxy/downstream/_resources.py > /tmp/old_resources.py` is the one before the caps).
+`--baseline FILE`: the same for another version of `proxy/downstream/lists/_resources.py`, side by side
+(`git show e8c1616:proxy/downstream/lists/_resources.py > /tmp/old_resources.py` is the one before the caps).
 Run: .venv/bin/python -m bench.subscriptions [--baseline FILE] [--sizes 10000,100000,1000000]
 """
 
@@ -15,7 +15,7 @@ import tracemalloc
 from typing import Any
 
 from bench.harness import machine_summary
-from proxy.downstream._resources import Subscriptions
+from proxy.downstream.lists._resources import Subscriptions
 
 
 async def _notify(uri: str) -> None:

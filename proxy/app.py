@@ -42,9 +42,10 @@ from proxy.downstream import (
 )
 from proxy.errors import remember_secrets
 from proxy.ops import AuditLog, Metrics, reload_on_sighup, status_report, watch_config
+from proxy.protocol import NoticeSink
 from proxy.registry import Registry
-from proxy.shared import SharedState, open_shared_state
-from proxy.upstream import CatalogCache, FingerprintStore, Fleet, NoticeSink, ToolGate, config_key
+from proxy.replicated import SharedState, open_shared_state
+from proxy.upstream import CatalogCache, FingerprintStore, Fleet, ToolGate, config_key
 from proxy.views import Views
 
 if TYPE_CHECKING:

@@ -29,9 +29,17 @@ from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 from pydantic import BaseModel
 
 from proxy.names import NameSource, assign_names
+from proxy.protocol import (
+    UI_EXTENSION,
+    CacheHint,
+    ListKind,
+    ServerTraits,
+    merge_extensions,
+    ui_namespaced,
+    ui_original,
+)
 from proxy.registry import Registry
 from proxy.text import clean
-from proxy.upstream import UI_EXTENSION, CacheHint, ListKind, ServerTraits, merge_extensions, ui_namespaced, ui_original
 
 __all__ = ["QUALIFIED_PREFIX", "AmbiguousUri", "CatalogView", "Catalogs", "ServerCatalog", "Shadowed", "qualified_uri"]
 

@@ -24,8 +24,8 @@ from mcp_types.methods import SERVER_RESULTS, serialize_server_result
 from pydantic import ValidationError
 
 from proxy.names import BRIDGE_NAMES, NameSource, assign_names, server_toolset
+from proxy.protocol import AppRole, app_role, rewrite_ui_meta
 from proxy.text import clean, clean_strings
-from proxy.upstream import AppRole, app_role, rewrite_ui_meta
 
 logger = logging.getLogger(__name__)
 

@@ -15,18 +15,10 @@ from mcp.server.lowlevel import Server
 from proxy.catalogs import Catalogs
 from proxy.config import ToolsetsConfig
 from proxy.downstream import ChangeNotifier, Handlers, LargeResults, build_server
+from proxy.protocol import BackChannel, CacheHint, ListKind, NoticeSink, ProgressCallback, ServerTraits
 from proxy.registry import Registry
-from proxy.shared import MemoryResultStore
-from proxy.upstream import (
-    BackChannel,
-    CacheHint,
-    InFlight,
-    ListKind,
-    NoticeSink,
-    ProgressCallback,
-    ServerTraits,
-    client_callbacks,
-)
+from proxy.replicated import MemoryResultStore
+from proxy.upstream import InFlight, client_callbacks
 from proxy.views import Views
 
 T = TypeVar("T")

@@ -22,8 +22,7 @@ from servers.jwt_issuer import Issuer, issuer_app
 from starlette.types import Scope
 
 from proxy.config import ToolsetsConfig
-from proxy.downstream import HttpApp, ProtectedResource, transport_security
-from proxy.downstream._admission import principal_of
+from proxy.downstream import HttpApp, ProtectedResource, principal_of, transport_security
 
 pytestmark = pytest.mark.anyio
 

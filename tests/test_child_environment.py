@@ -11,7 +11,7 @@ import pytest
 from servers.harness import running_fleet, stdio_config
 
 from proxy.config import UpstreamConfig, load_config
-from proxy.upstream._environment import child_environment
+from proxy.upstream.connection._environment import child_environment
 
 pytestmark = pytest.mark.anyio
 

@@ -20,8 +20,9 @@ from servers.harness import alive, descendants, running_fleet, stdio_config, tin
 from proxy.config import UpstreamConfig
 from proxy.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from proxy.registry import Registry, ServerChange
-from proxy.upstream import UpstreamState, _supervisor
-from proxy.upstream._supervisor import REFRESH_INTERVAL
+from proxy.upstream import UpstreamState
+from proxy.upstream.fleet import _supervisor
+from proxy.upstream.fleet._supervisor import REFRESH_INTERVAL
 
 pytestmark = pytest.mark.anyio
 

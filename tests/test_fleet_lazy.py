@@ -43,7 +43,7 @@ async def test_a_lazy_server_is_listed_from_the_cache_and_started_by_its_first_c
             result = await fleet.call_tool("a", "echo", {"text": "hi"})
         assert text(result) == "hi"
         assert fleet.status()[0].state is UpstreamState.READY
-        assert len(descendants()) == 2  # the server and its watchdog (proxy/upstream/_watchdog.py)
+        assert len(descendants()) == 2  # the server and its watchdog (proxy/upstream/connection/_watchdog.py)
 
 
 async def test_a_lazy_server_without_a_cache_starts_once_to_fill_it_then_stops(tmp_path: Path) -> None:

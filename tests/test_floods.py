@@ -12,13 +12,13 @@ from inprocess import tool
 from mcp import types
 
 from proxy.config import ToolsetsConfig
-from proxy.downstream import _channels
-from proxy.downstream._channels import MAX_WAITING, LatestProgress, Relaying
-from proxy.downstream._identity import LOCAL_PRINCIPAL, Caller
-from proxy.downstream._logging import MAX_DELIVERING, SessionLogs
+from proxy.downstream.rounds import _session_channel as _channels
+from proxy.downstream.rounds._session_channel import MAX_WAITING, LatestProgress, Relaying
+from proxy.downstream.rounds._session_logs import MAX_DELIVERING, SessionLogs
+from proxy.downstream.session._identity import LOCAL_PRINCIPAL, Caller
 from proxy.registry import Registry
 from proxy.upstream import InFlight
-from proxy.upstream._backchannel import MAX_PENDING_LOGS
+from proxy.upstream.connection._relay import MAX_PENDING_LOGS
 from proxy.views import Views
 
 pytestmark = pytest.mark.anyio

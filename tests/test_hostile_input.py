@@ -18,7 +18,7 @@ from mcp import Client, types
 from mcp.server.lowlevel import Server
 
 from proxy.downstream import bridge, check_arguments
-from proxy.downstream._validation import PreparedSchema
+from proxy.downstream.calls._validation import PreparedSchema
 from proxy.errors import InvalidArguments
 from proxy.search import semantic
 from proxy.text import split_clauses
@@ -133,7 +133,7 @@ async def test_a_pattern_re2_cannot_run_is_skipped(pattern: str) -> None:
 
 
 async def test_validation_past_its_deadline_lets_the_call_through() -> None:
-    from proxy.downstream._validation import find_error
+    from proxy.downstream.calls._validation import find_error
 
     many = [{"n": i} for i in range(6000)]
     schema = hostile_tools(1)[4].input_schema
@@ -143,7 +143,7 @@ async def test_validation_past_its_deadline_lets_the_call_through() -> None:
 
 async def test_a_small_call_against_a_schema_of_references_still_gets_the_deadline() -> None:
     """Small calls are validated on the loop, but references make a tiny schema cost 2^depth."""
-    from proxy.downstream._validation import find_error
+    from proxy.downstream.calls._validation import find_error
 
     depth = 13  # ~0.4 s of CPU in the worker thread that keeps running past the deadline
     defs: dict[str, Any] = {f"l{i}": {"anyOf": [{"$ref": f"#/$defs/l{i + 1}"}] * 2} for i in range(depth)}

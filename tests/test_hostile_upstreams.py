@@ -15,8 +15,8 @@ import pytest
 from mcp import types
 
 from bench.harness import REPO, Latency
-from proxy.upstream._caps import CUT_MARK, MAX_DESCRIPTION_CHARS, MAX_TOOLS
-from proxy.upstream._tool_list import read_message
+from proxy.upstream.connection._limits import CUT_MARK, MAX_DESCRIPTION_CHARS, MAX_TOOLS
+from proxy.upstream.connection._sliced_reader import read_message
 
 P99_MS = 500.0  # the bound on a healthy call's delay
 SECONDS = 8.0  # ~200 operations: their p99 is the third slowest

@@ -12,8 +12,8 @@ from mcp.server.lowlevel import Server
 
 from proxy.config import LargeResultsConfig, ToolsetsConfig
 from proxy.downstream import RESULTS_PREFIX, LargeResults
-from proxy.downstream._large import PREVIEW_CHARS
-from proxy.shared import MemoryResultStore
+from proxy.downstream.calls._large import PREVIEW_CHARS
+from proxy.replicated import MemoryResultStore
 
 pytestmark = pytest.mark.anyio
 

@@ -1,8 +1,11 @@
-"""Architecture: `proxy/` is a stack of layers that import only downward (STYLE.md "Layers").
+"""Architecture: `proxy/` is a stack of layers that import only downward (../shared/STYLE.md "Layers"), and each
+wing is a stack of rooms that talk through their faces.
 
 `LAYERS` is the one statement of the order; the layout table of docs/architecture.md must list the same entries
-in the same order. Sources are parsed with `ast`, nothing is imported; imports under
-`if TYPE_CHECKING:` are annotations only and exempt.
+in the same order. `ROOMS` orders each wing's rooms the same way: a room imports only lower rooms of its wing,
+and only their faces (`proxy.<wing>.<room>`); the wing's hall (its top-level modules) imports rooms' faces too.
+Only `KNOWS_THE_FLEET` imports `proxy.upstream`. Sources are parsed with `ast`, nothing is imported; imports
+under `if TYPE_CHECKING:` are annotations only and exempt.
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ PACKAGE_DIR = ROOT / "proxy"
 # Lowest first: config → shared state → upstreams → registry/toolsets → surface → views → downstream → app → CLI.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "names", "text"),
+    ("protocol",),
     ("config",),
-    ("shared",),
+    ("replicated",),
     ("upstream",),
     ("registry", "toolsets", "catalogs"),
     ("listing", "search", "surface"),
@@ -31,10 +35,15 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli", "__main__"),
 )
 LAYER_OF = {entry: depth for depth, entries in enumerate(LAYERS) for entry in entries}
+ROOMS: dict[str, tuple[str, ...]] = {
+    "upstream": ("connection", "integrity", "oauth", "fleet"),
+    "downstream": ("session", "http", "rounds", "lists", "calls"),
+}
+KNOWS_THE_FLEET = ("ops", "app", "cli")
 # Pure code: data to data, no network, processes or event loop (STYLE.md "Pure code").
 PURE = ("names.py", "text.py", "toolsets.py", "listing.py", "surface.py", "config/_models.py", "config/_loading.py",
         "config/_importer.py", "search/_index.py", "search/_postings.py", "search/_stemming.py", "search/_synonyms.py",
-        "downstream/_arguments.py")
+        "downstream/calls/_arguments.py")
 IO_LIBRARIES = ("socket", "ssl", "subprocess", "asyncio", "anyio", "httpx2", "uvicorn", "starlette", "mcp.client",
                 "mcp.server")
 
@@ -88,6 +97,52 @@ def test_imports_go_down_and_private_modules_stay_in_their_package(path: Path) -
     assert not violations
 
 
+def room_of(path: Path) -> tuple[str, str | None] | None:
+    """(wing, room) of a source in a wing (room None: the wing's hall), else None."""
+    parts = path.relative_to(PACKAGE_DIR).parts
+    if parts[0] not in ROOMS:
+        return None
+    return parts[0], parts[1] if len(parts) > 2 and parts[1] in ROOMS[parts[0]] else None
+
+
+def test_every_room_of_a_wing_is_ordered() -> None:
+    for wing, rooms in ROOMS.items():
+        found = {p.name for p in (PACKAGE_DIR / wing).iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+        assert found == set(rooms), f"add to or remove from ROOMS[{wing!r}]: {found ^ set(rooms)}"
+
+
+@pytest.mark.parametrize("path", [p for p in sources() if room_of(p) is not None],
+                         ids=lambda p: str(p.relative_to(PACKAGE_DIR)))
+def test_rooms_talk_through_their_faces_and_import_only_lower_rooms(path: Path) -> None:
+    wing, here = room_of(path)  # type: ignore[misc]
+    rooms = ROOMS[wing]
+    violations = []
+    for line, target in imports(path):
+        parts = target.split(".")
+        if parts[:2] != ["proxy", wing] or len(parts) < 3:
+            continue
+        other = parts[2] if parts[2] in rooms else None
+        if other is None:  # the hall, or the wing's face
+            if here is not None:
+                violations.append(f"line {line}: room {here} imports {target}, above it in its wing")
+            continue
+        if other == here:
+            continue
+        if here is not None and rooms.index(other) > rooms.index(here):
+            violations.append(f"line {line}: room {here} imports room {other}, a higher one")
+        if len(parts) > 4 or parts[3].startswith("_"):
+            violations.append(f"line {line}: {target} is private to room {other}: import its face")
+    assert not violations
+
+
+@pytest.mark.parametrize("path", sources(), ids=lambda p: str(p.relative_to(PACKAGE_DIR)))
+def test_only_app_cli_and_ops_know_the_fleet(path: Path) -> None:
+    here = entry_of(path)
+    bad = [f"line {line}: {target}" for line, target in imports(path)
+           if target.split(".")[:2] == ["proxy", "upstream"] and here not in (*KNOWS_THE_FLEET, "upstream")]
+    assert not bad
+
+
 @pytest.mark.parametrize("entry", PURE)
 def test_pure_code_does_no_io(entry: str) -> None:
     bad = [f"line {line}: {target}" for line, target in imports(PACKAGE_DIR / entry)
@@ -101,7 +156,7 @@ def test_no_private_sdk_names(path: Path) -> None:
     """Private SDK names break on any patch release: `mcp._x`, `from mcp.x import _y`, `obj._attr` on SDK objects."""
     text = path.read_text(encoding="utf-8")
     private_imports = [t for _, t in imports(path) if t.startswith("mcp") and re.search(r"\._[a-z]", t)]
-    private_attributes = re.findall(r"\b(?:session|client|ctx|request|connection|server)\._[a-z]\w*", text)
+    private_attributes = re.findall(r"(?<![.\w])(?:session|client|ctx|request|connection|server)\._[a-z]\w*", text)
     assert not private_imports and not private_attributes, (private_imports, private_attributes)
 
 

@@ -6,7 +6,7 @@ import pytest
 from mcp import MCPError, types
 
 from proxy.downstream import RequestStates
-from proxy.shared import open_shared_state
+from proxy.replicated import open_shared_state
 
 pytestmark = pytest.mark.anyio
 

@@ -42,10 +42,10 @@ from proxy.downstream import (
     Handlers,
     HttpApp,
     ProtectedResource,
-    _tokens,
     build_server,
     transport_security,
 )
+from proxy.downstream.http import _access_tokens
 from proxy.errors import ConfigError
 
 pytestmark = pytest.mark.anyio
@@ -223,7 +223,7 @@ async def test_without_a_session_pins_are_kept_per_user(tmp_path: Path) -> None:
 async def test_the_key_set_is_cached_and_refetched_for_a_new_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_tokens, "JWKS_REFETCH_AFTER", 0.0)
+    monkeypatch.setattr(_access_tokens, "JWKS_REFETCH_AFTER", 0.0)
     async with deployment(tmp_path) as (issuer, base):
         for _ in range(5):
             assert (await post(f"{base}/mcp", issuer.token(groups=["admins"]))).status_code == 200

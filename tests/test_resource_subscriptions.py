@@ -13,7 +13,7 @@ from mcp import Client, MCPError, types
 from mcp.server.lowlevel import Server
 
 from proxy.catalogs import MAX_URI_CHARS
-from proxy.downstream._resources import Subscriptions
+from proxy.downstream.lists._resources import Subscriptions
 
 pytestmark = pytest.mark.anyio
 

@@ -33,7 +33,7 @@ from proxy.downstream import (
     build_server,
     transport_security,
 )
-from proxy.shared import MemoryResultStore
+from proxy.replicated import MemoryResultStore
 
 pytestmark = pytest.mark.anyio
 

@@ -80,7 +80,7 @@ async def test_a_changed_description_is_a_warning_an_audit_record_and_a_status_e
     async with proxied(tmp_path, pin=False) as (gateway, client):
         gateway.gate.listeners.append(audit.record_tool_change)
         assert gateway.status()["tool_changes"] == []
-        with caplog.at_level(logging.WARNING, logger="proxy.upstream._gate"):
+        with caplog.at_level(logging.WARNING, logger="proxy.upstream.integrity._screening"):
             await client.call_tool("ctl__change_tool", {"name": "echo", "description": POISONED + "\x1b[2J"})
             await until(gateway, lambda: echo_description(gateway) != "Echo the text back.")
         assert (await listed(client))["ctl__echo"].description.startswith(POISONED)  # not pinned: served
@@ -159,7 +159,7 @@ async def test_the_warning_never_carries_the_upstreams_control_characters(
     first = types.Tool(name=name, description="one", input_schema={"type": "object"})
     config = UpstreamConfig(name="ctl", command="ctl", pin=True)
     assert await gate.screen(config, [first]) == [first]
-    with caplog.at_level(logging.WARNING, logger="proxy.upstream._gate"):
+    with caplog.at_level(logging.WARNING, logger="proxy.upstream.integrity._screening"):
         assert await gate.screen(config, [first.model_copy(update={"description": "two"})]) == []
     (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "\x1b" not in warning and "\r" not in warning and "FORGED" in warning

@@ -9,7 +9,7 @@ from redis.asyncio import Redis
 
 from bench.cluster import free_port
 from proxy.config import UpstreamConfig
-from proxy.shared import (
+from proxy.replicated import (
     MemoryResultStore,
     RedisCatalogCache,
     RedisResultStore,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from proxy.upstream._turns import Turns
+from proxy.upstream.fleet._listing_turns import Turns
 
 pytestmark = pytest.mark.anyio
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from mcp import types
 
-from proxy.upstream import app_role, rewrite_ui_meta, rewrite_ui_read, rewrite_ui_result, ui_namespaced, ui_original
+from proxy.protocol import app_role, rewrite_ui_meta, rewrite_ui_read, rewrite_ui_result, ui_namespaced, ui_original
 
 
 @pytest.mark.parametrize("uri", ["ui://app/index.html", "ui://", "ui://a/b/c?x=1#f", "ui://é/✓"])

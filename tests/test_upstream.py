@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from mcp import types
 
-from proxy.upstream import filter_tools, resolve_command, strip_server_info
+from proxy.protocol import strip_server_info
+from proxy.upstream import filter_tools, resolve_command
 
 
 def tool(name: str) -> types.Tool:

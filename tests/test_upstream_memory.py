@@ -20,7 +20,7 @@ from servers.harness import running_fleet
 from proxy.config import UpstreamConfig
 from proxy.errors import UpstreamError
 from proxy.upstream import connect
-from proxy.upstream._stdio import stdio_transport
+from proxy.upstream.connection._stdio import stdio_transport
 
 pytestmark = pytest.mark.anyio
 

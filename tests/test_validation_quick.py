@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import validators
 
-from proxy.downstream import _validation
-from proxy.downstream._validation import PreparedSchema, find_error
+from proxy.downstream.calls import _validation
+from proxy.downstream.calls._validation import PreparedSchema, find_error
 
 real_validator = _validation._validator
 

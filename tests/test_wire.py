@@ -9,8 +9,8 @@ from contextlib import asynccontextmanager
 import anyio
 import pytest
 
-from proxy.upstream import LineTooLong, open_pipes
-from proxy.upstream._wire import Pipes
+from proxy.protocol import LineTooLong, open_pipes
+from proxy.protocol._framing import Pipes
 
 pytestmark = pytest.mark.anyio
 

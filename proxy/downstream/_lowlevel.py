@@ -12,12 +12,11 @@ from mcp.server.lowlevel import NotificationOptions, Server
 from opentelemetry import trace
 
 from proxy import __version__
-from proxy.downstream._carried import ExtensionsAdvertiser
-from proxy.downstream._observe import ConnectionId
 from proxy.downstream._server import Handlers
-from proxy.downstream._tasks import TaskIdParams, TaskUpdateParams
-from proxy.downstream._trace import TraceContext
-from proxy.upstream import TASKS
+from proxy.downstream.calls import TaskIdParams, TaskUpdateParams
+from proxy.downstream.lists import ExtensionsAdvertiser
+from proxy.downstream.session import ConnectionId, TraceContext
+from proxy.protocol import TASKS
 
 
 class _AnnouncingServer(Server[Any]):

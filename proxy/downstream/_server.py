@@ -1,8 +1,8 @@
 """The downstream handlers: what one lowlevel SDK `Server` (built in `_lowlevel`) answers for the whole fleet.
 
-`tools/list` is computed per session from its profile and its promotions (`_promotion`); resources,
-prompts, completion and logging come from the servers in its scope (`_resources`, `_prompts`,
-`_logging`); tool calls are answered by `_calls`, and 2026-era listen streams by `_listen`. List
+`tools/list` is computed per session from its profile and its promotions (`lists/_promotion`); resources,
+prompts, completion and logging come from the servers in its scope (`lists/_resources`, `lists/_prompts`,
+`rounds/_session_logs`); tool calls are answered by `calls/_calls`, and 2026-era listen streams by `_listen`. List
 changes are announced by `_notifier.ChangeNotifier`. Each request's view waits for the fleet only
 within the startup window.
 """
@@ -17,29 +17,34 @@ import anyio
 import anyio.abc
 from mcp import MCPError, types
 
-from proxy.downstream._calls import ToolCalls
-from proxy.downstream._carried import list_hint
-from proxy.downstream._channels import RequestContext, SessionChannel
-from proxy.downstream._identity import caller, client_name, promotion_key
-from proxy.downstream._large import LargeResults, result_owner
-from proxy.downstream._listen import ListenStreams
-from proxy.downstream._logging import SessionLogs
-from proxy.downstream._notifier import LIST_CHANGED, ChangeNotifier, Kind
-from proxy.downstream._observe import CallObserver
-from proxy.downstream._promotion import Promoter
-from proxy.downstream._prompts import Prompts
-from proxy.downstream._protocol import Upstreams, handshake_era
-from proxy.downstream._request_state import RequestStates
-from proxy.downstream._resources import Resources
-from proxy.downstream._roundtrips import RoundTrips
-from proxy.downstream._tasks import Tasks
-from proxy.upstream import BackChannel
+from proxy.downstream.calls import LargeResults, Tasks, ToolCalls, result_owner
+from proxy.downstream.http import PROFILE_SCOPE_KEY
+from proxy.downstream.lists import (
+    LIST_CHANGED,
+    ChangeNotifier,
+    Kind,
+    ListenStreams,
+    Promoter,
+    Prompts,
+    Resources,
+    list_hint,
+)
+from proxy.downstream.rounds import RequestStates, RoundTrips, SessionChannel, SessionLogs
+from proxy.downstream.session import (
+    CallObserver,
+    RequestContext,
+    Upstreams,
+    caller,
+    client_name,
+    handshake_era,
+    promotion_key,
+)
+from proxy.protocol import BackChannel
 from proxy.views import SessionView, Views
 
 if TYPE_CHECKING:
-    from proxy.shared import SharedPromotions  # Redis is imported only when a URL is given
+    from proxy.replicated import SharedPromotions  # Redis is imported only when a URL is given
 
-PROFILE_SCOPE_KEY = "toolbridge.profile"
 
 
 class Handlers:

@@ -26,7 +26,7 @@ import anyio
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
-from proxy.upstream import MessageReader, MessageWriter, encode, open_pipes, parsed_or
+from proxy.protocol import MessageReader, MessageWriter, encode, open_pipes, parsed_or
 
 _Streams = tuple[
     anyio.abc.ObjectReceiveStream[SessionMessage | Exception], anyio.abc.ObjectSendStream[SessionMessage]

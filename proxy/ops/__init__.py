@@ -1,7 +1,7 @@
 """What an operator sees and does: status, Prometheus metrics, the audit log, config reload, writing a config dir."""
 
 from proxy.ops._audit import AuditLog, argument_digest
-from proxy.ops._init import EXAMPLE, Written, connect_hint, init_config_dir, write_upstreams
+from proxy.ops._config_dir import EXAMPLE, Written, connect_hint, init_config_dir, write_upstreams
 from proxy.ops._log_format import SafeFormatter
 from proxy.ops._metrics import OTHER_TOOL, Metrics
 from proxy.ops._reload import reload_on_sighup, watch_config

@@ -25,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from prometheus_client.parser import text_string_to_metric_families
 from servers.harness import CONTROLLABLE, TINY
 
-from proxy.downstream._calls import SHOWN_NAME
+from proxy.downstream.calls._calls import SHOWN_NAME
 
 pytestmark = pytest.mark.anyio
 

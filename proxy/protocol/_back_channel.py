@@ -1,0 +1,37 @@
+"""The ports between the two wings: how an upstream's requests and notices reach downstream.
+
+While a tool runs, an upstream may ask its client (toolbridge) for sampling, elicitation or roots,
+report progress and log about the call; a `BackChannel` is one downstream call's way back for all of
+that. What no call claims goes to a `NoticeSink`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from mcp import types
+
+__all__ = ["BackChannel", "NoticeSink", "ProgressCallback", "SamplingAnswer"]
+
+NoticeSink = Callable[[str, types.ServerNotification], Awaitable[None]]
+"""Told `(server, notification)` of what no call claimed: resource updates, unrelated logs."""
+ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
+"""Told `(progress, total, message)` of a call's progress."""
+SamplingAnswer = types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData
+
+
+class BackChannel(Protocol):
+    """One downstream call's way back."""
+
+    takes_tasks: bool
+    """Whether the caller declared the tasks extension: a task the upstream makes is handed to it (`HandedOver`);
+    otherwise the upstream side waits for the task and answers with its result."""
+
+    async def sample(self, params: types.CreateMessageRequestParams) -> SamplingAnswer: ...
+
+    async def elicit(self, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData: ...
+
+    async def list_roots(self) -> types.ListRootsResult | types.ErrorData: ...
+
+    async def log(self, server: str, params: types.LoggingMessageNotificationParams) -> None: ...
