@@ -11,7 +11,7 @@ from mcp import types
 from servers.harness import descendants, running_fleet, stdio_config, tiny_config, wait_for
 
 from proxy.errors import UpstreamUnavailable
-from proxy.upstream import CatalogCache, UpstreamState
+from proxy.upstream import DiskCatalogCache, UpstreamState
 
 pytestmark = pytest.mark.anyio
 
@@ -22,7 +22,7 @@ def text(result: types.CallToolResult) -> str:
     return block.text
 
 
-async def fill_cache(tmp_path: Path, config: object, cache: CatalogCache) -> None:
+async def fill_cache(tmp_path: Path, config: object, cache: DiskCatalogCache) -> None:
     """Run the server once so its catalog lands in `cache`."""
     async with running_fleet([config], tmp_path, cache=cache) as (fleet, _):  # type: ignore[list-item]
         with anyio.fail_after(30):
@@ -30,7 +30,7 @@ async def fill_cache(tmp_path: Path, config: object, cache: CatalogCache) -> Non
 
 
 async def test_a_lazy_server_is_listed_from_the_cache_and_started_by_its_first_call(tmp_path: Path) -> None:
-    cache = CatalogCache(tmp_path / "catalogs")
+    cache = DiskCatalogCache(tmp_path / "catalogs")
     config = stdio_config("a")
     await fill_cache(tmp_path, config, cache)
     assert len(list(cache.directory.glob("a.*.json"))) == 1
@@ -47,7 +47,7 @@ async def test_a_lazy_server_is_listed_from_the_cache_and_started_by_its_first_c
 
 
 async def test_a_lazy_server_without_a_cache_starts_once_to_fill_it_then_stops(tmp_path: Path) -> None:
-    cache = CatalogCache(tmp_path / "catalogs")
+    cache = DiskCatalogCache(tmp_path / "catalogs")
     async with running_fleet([stdio_config("a")], tmp_path, cache=cache, lazy=True) as (fleet, registry):
         with anyio.fail_after(30):
             await fleet.wait_state("a", UpstreamState.STOPPED)
@@ -73,7 +73,7 @@ async def test_an_idle_server_stops_keeps_its_tools_and_restarts_on_the_next_cal
 
 
 async def test_the_live_list_replaces_a_stale_cache(tmp_path: Path) -> None:
-    cache = CatalogCache(tmp_path / "catalogs")
+    cache = DiskCatalogCache(tmp_path / "catalogs")
     config = stdio_config("a")
     await fill_cache(tmp_path, config, cache)
     path = next(cache.directory.glob("a.*.json"))
@@ -89,7 +89,7 @@ async def test_the_live_list_replaces_a_stale_cache(tmp_path: Path) -> None:
 
 
 async def test_a_cache_for_another_config_or_a_corrupt_one_is_a_miss(tmp_path: Path) -> None:
-    cache = CatalogCache(tmp_path / "catalogs")
+    cache = DiskCatalogCache(tmp_path / "catalogs")
     cache.store(stdio_config("a"), [types.Tool(name="t", input_schema={"type": "object"})])
     assert cache.load(stdio_config("a", "--extra-tools", "1")) is None
     assert cache.load(stdio_config("a", timeout=5)) is not None  # timeouts do not change the catalog
@@ -98,7 +98,7 @@ async def test_a_cache_for_another_config_or_a_corrupt_one_is_a_miss(tmp_path: P
 
 
 async def test_a_stored_catalog_is_one_json_document_that_loads_back(tmp_path: Path) -> None:
-    cache = CatalogCache(tmp_path / "catalogs")
+    cache = DiskCatalogCache(tmp_path / "catalogs")
     tools = [types.Tool(name="grüße", description="Sagt „hallo“.", input_schema={"type": "object"}),
              types.Tool(name="t", input_schema={"type": "object", "properties": {"x": {"type": "integer"}}},
                         annotations=types.ToolAnnotations(read_only_hint=True))]
@@ -111,7 +111,7 @@ async def test_a_stored_catalog_is_one_json_document_that_loads_back(tmp_path: P
 
 
 async def test_a_call_to_a_hanging_server_waits_for_its_connect_timeout_only(tmp_path: Path) -> None:
-    cache = CatalogCache(tmp_path / "catalogs")
+    cache = DiskCatalogCache(tmp_path / "catalogs")
     cache.store(stdio_config("hang", "--hang", connect_timeout=1),
                 [types.Tool(name="echo", input_schema={"type": "object"})])
     upstreams = [stdio_config("hang", "--hang", connect_timeout=1), stdio_config("good")]

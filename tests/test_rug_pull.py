@@ -24,7 +24,7 @@ from proxy.app import Gateway, cache_dir, fingerprints_path, run_gateway
 from proxy.config import AuditConfig, Config, ToolsetsConfig, UpstreamConfig
 from proxy.downstream import ChangeNotifier, Handlers, build_server
 from proxy.ops import AuditLog
-from proxy.upstream import CatalogCache, FingerprintStore, ToolGate, fingerprint
+from proxy.upstream import DiskCatalogCache, FingerprintStore, ToolGate, fingerprint
 
 pytestmark = pytest.mark.anyio
 
@@ -68,7 +68,7 @@ def echo_description(gateway: Gateway) -> str | None:
 
 
 def cached_descriptions(gateway: Gateway) -> dict[str, str | None]:
-    cached = CatalogCache(cache_dir(gateway.config) / "catalogs").load(gateway.config.upstreams["ctl"])
+    cached = DiskCatalogCache(cache_dir(gateway.config) / "catalogs").load(gateway.config.upstreams["ctl"])
     assert cached is not None
     return {tool.name: tool.description for tool in cached}
 

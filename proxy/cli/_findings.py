@@ -15,7 +15,7 @@ from proxy.app import Gateway, cache_dir
 from proxy.config import Config, unknown_tools, upstream_problem
 from proxy.errors import ConfigError
 from proxy.names import qualify_names
-from proxy.upstream import CatalogCache, UpstreamState, resolve_command
+from proxy.upstream import DiskCatalogCache, UpstreamState, resolve_command
 
 __all__ = ["check_problems", "fleet_problems"]
 
@@ -34,7 +34,7 @@ def _missing_commands(config: Config) -> list[ConfigError]:
 
 def _cached_tools(config: Config) -> dict[str, list[str]]:
     """Qualified tool names by server, for the prefixed servers with a cached catalog."""
-    cache = CatalogCache(cache_dir(config) / "catalogs")
+    cache = DiskCatalogCache(cache_dir(config) / "catalogs")
     known: dict[str, list[str]] = {}
     for upstream in config.upstreams.values():
         if upstream.prefix and (tools := cache.load(upstream)) is not None:

@@ -6,13 +6,21 @@ screened against the approved fingerprints (`integrity`).
 """
 
 from proxy.upstream.connection import InFlight, client_callbacks, connect, filter_tools, resolve_command
-from proxy.upstream.fleet import Availability, CatalogCache, Fleet, ServerStatus, UpstreamState, config_key, next_delay
+from proxy.upstream.fleet import (
+    Availability,
+    DiskCatalogCache,
+    Fleet,
+    ServerStatus,
+    UpstreamState,
+    config_key,
+    next_delay,
+)
 from proxy.upstream.integrity import FingerprintStore, ToolChange, ToolGate, fingerprint
 from proxy.upstream.oauth import login, token_store
 
 __all__ = [
     "Availability",
-    "CatalogCache",
+    "DiskCatalogCache",
     "FingerprintStore",
     "Fleet",
     "InFlight",

@@ -18,12 +18,12 @@ from pydantic import BaseModel, ValidationError
 
 from proxy.downstream.session import RequestContext, scrub_log
 from proxy.errors import redact
+from proxy.protocol import ProgressCallback
 
 LOG_LEVELS: tuple[types.LoggingLevel, ...] = (
     "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency",
 )
 LevelOf = Callable[[], types.LoggingLevel | None]
-Report = Callable[[float, float | None, str | None], Awaitable[None]]
 R = TypeVar("R")
 ANSWER_TIMEOUT = 300.0  # how long an upstream's request waits for the downstream client's answer
 MAX_WAITING = 16  # an upstream's requests waiting on one downstream call's client at once; more get an error
@@ -121,7 +121,7 @@ class LatestProgress:
     and the latest follows it. An upstream flooding progress to a slow client then costs one value, not a
     blocked send per notification (20,000 of those held ~200 MB)."""
 
-    def __init__(self, report: Report) -> None:
+    def __init__(self, report: ProgressCallback) -> None:
         self._report = report
         self._sending = False
         self._latest: tuple[float, float | None, str | None] | None = None

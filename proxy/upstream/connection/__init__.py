@@ -9,7 +9,8 @@ from proxy.upstream.connection._client import KEEPALIVE_TIMEOUT, Connection, Tra
 from proxy.upstream.connection._connect import connect
 from proxy.upstream.connection._relay import InFlight, client_callbacks
 from proxy.upstream.connection._stdio import resolve_command
-from proxy.upstream.connection._subscribed import SubscribedUris, keep_subscribed
+from proxy.upstream.connection._subscribed import keep_subscribed
+from proxy.upstream.connection._subscribed_uris import SubscribedUris
 
 __all__ = [
     "KEEPALIVE_TIMEOUT",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING
 
 import anyio
 from mcp import MCPError, types
@@ -18,9 +17,7 @@ from mcp.client.subscriptions import ListenNotSupportedError, ResourceUpdated, S
 
 from proxy.text import escape
 from proxy.upstream.connection._client import Connection
-
-if TYPE_CHECKING:
-    from proxy.upstream.connection._subscribed import SubscribedUris
+from proxy.upstream.connection._subscribed_uris import SubscribedUris
 
 logger = logging.getLogger(__name__)
 

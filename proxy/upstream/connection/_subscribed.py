@@ -1,15 +1,13 @@
-"""The resource URIs of one server that downstream sessions subscribed to, and keeping a connection
-asking for them.
+"""Keeping a connection asking for the resource URIs downstream sessions subscribed to (`SubscribedUris`).
 
 The set belongs to the fleet's member, not to a connection, so each new connection asks for all of
 them again: a handshake-era one with `resources/subscribe` and `resources/unsubscribe`, a 2026-era
-one in its listen stream's filter (`_listen`). A connection that cannot ask just sends no updates.
+one in its listen stream's filter (`_listen_stream`). A connection that cannot ask just sends no updates.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 
 import anyio
 from mcp import types
@@ -17,54 +15,9 @@ from mcp import types
 from proxy.errors import UpstreamError
 from proxy.upstream.connection._client import Connection
 from proxy.upstream.connection._listen_stream import follow_changes
+from proxy.upstream.connection._subscribed_uris import SubscribedUris
 
 logger = logging.getLogger(__name__)
-
-
-class SubscribedUris:
-    """Upstream URIs with at least one downstream subscriber; `generation` counts the changes."""
-
-    def __init__(self) -> None:
-        self._uris: set[str] = set()
-        self.generation = 0
-        self._applied = -1
-        self._changed = anyio.Event()
-
-    def add(self, uris: Iterable[str]) -> None:
-        new = set(uris) - self._uris
-        if new:
-            self._uris |= new
-            self._bump()
-
-    def remove(self, uri: str) -> None:
-        if uri in self._uris:
-            self._uris.remove(uri)
-            self._bump()
-
-    def sorted(self) -> list[str]:
-        return sorted(self._uris)
-
-    def _bump(self) -> None:
-        self.generation += 1
-        self._changed.set()
-        self._changed = anyio.Event()
-
-    async def wait_changed(self, since: int) -> None:
-        """Return once the set changed after `generation` was `since`."""
-        while self.generation == since:
-            await self._changed.wait()
-
-    def mark_applied(self, generation: int) -> None:
-        """The live connection asked for the set as it was at `generation`."""
-        if generation > self._applied:
-            self._applied = generation
-            self._changed.set()
-            self._changed = anyio.Event()
-
-    async def wait_applied(self, generation: int) -> None:
-        """Return once the live connection asked for the set as of `generation` (bound it with a timeout)."""
-        while self._applied < generation:
-            await self._changed.wait()
 
 
 async def keep_subscribed(conn: Connection, subscribed: SubscribedUris) -> None:

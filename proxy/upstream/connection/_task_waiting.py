@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +29,17 @@ from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.client.session import ClientSession
 from pydantic import TypeAdapter, ValidationError
 
-from proxy.protocol import TASKS, BackChannel, CreatedTask, HandedOver, TaskState, cancel_task, get_task, update_task
+from proxy.protocol import (
+    TASKS,
+    BackChannel,
+    CreatedTask,
+    HandedOver,
+    ProgressCallback,
+    TaskState,
+    cancel_task,
+    get_task,
+    update_task,
+)
 
 __all__ = ["TasksExtension", "task_call"]
 
@@ -40,14 +50,13 @@ CANCEL_WAIT = 5.0  # how long a cancelled wait spends telling the upstream
 
 # --- one call's way with a task --------------------------------------------------------------------
 
-_Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
 @dataclass
 class _TaskCall:
     server: str
     hand_over: bool
-    progress: _Progress | None
+    progress: ProgressCallback | None
     channel: BackChannel | None
 
 
@@ -55,7 +64,7 @@ _current: ContextVar[_TaskCall | None] = ContextVar("task_call", default=None)
 
 
 @contextlib.contextmanager
-def task_call(server: str, progress: _Progress | None, channel: BackChannel | None) -> Iterator[None]:
+def task_call(server: str, progress: ProgressCallback | None, channel: BackChannel | None) -> Iterator[None]:
     """Around one upstream `tools/call`: what becomes of a task it makes (see the module docstring)."""
     token = _current.set(_TaskCall(server, channel is not None and channel.takes_tasks, progress, channel))
     try:

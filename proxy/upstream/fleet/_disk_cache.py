@@ -36,7 +36,7 @@ def config_key(config: UpstreamConfig) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
 
 
-class CatalogCache:
+class DiskCatalogCache:
     """`<directory>/<server>.<config hash>.json`: the tools a server listed when it last connected."""
 
     def __init__(self, directory: Path) -> None:

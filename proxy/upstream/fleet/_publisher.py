@@ -19,7 +19,7 @@ from proxy.config import UpstreamConfig
 from proxy.protocol import ServerTraits
 from proxy.replicated import CatalogCache  # on disk (upstream/fleet/_disk_cache.py) or in Redis
 from proxy.upstream.connection import Connection
-from proxy.upstream.fleet._disk_cache import CatalogCache as DiskCatalogCache
+from proxy.upstream.fleet._disk_cache import DiskCatalogCache
 from proxy.upstream.fleet._listing_turns import Turns
 from proxy.upstream.fleet._member import Member, UpstreamState
 from proxy.upstream.integrity import ToolGate
