@@ -23,7 +23,7 @@ from mcp import types
 from bench.harness import REPO, Latency, machine_summary
 from proxy.config import ToolSearchSettings, ToolsetsConfig, UpstreamConfig
 from proxy.registry import Registry
-from proxy.upstream import Fleet
+from proxy.upstream import Fleet, FleetSettings
 from proxy.upstream.fleet import _supervisor as supervisor_module
 from proxy.views import Views
 
@@ -61,7 +61,7 @@ async def storm(n_tools: int, interval: float, seconds: float) -> tuple[int, flo
     upstreams = {name: UpstreamConfig(name=name, command=sys.executable, args=(CONTROLLABLE, *flags))
                  for name, flags in (("storm", ("--storm",)), ("calm", ()))}
     with tempfile.TemporaryDirectory() as directory:
-        fleet = Fleet(upstreams, registry, config_dir=Path(directory), log_dir=Path(directory) / "logs")
+        fleet = Fleet(upstreams, registry, FleetSettings(Path(directory), Path(directory) / "logs"))
         async with anyio.create_task_group() as tg:
             await tg.start(fleet.run)
             with anyio.fail_after(30):

@@ -45,7 +45,7 @@ from proxy.ops import AuditLog, Metrics, reload_on_sighup, status_report, watch_
 from proxy.protocol import NoticeSink
 from proxy.registry import Registry
 from proxy.replicated import SharedState, open_shared_state
-from proxy.upstream import DiskCatalogCache, FingerprintStore, Fleet, ToolGate, config_key
+from proxy.upstream import DiskCatalogCache, FingerprintStore, Fleet, FleetSettings, ToolGate, config_key
 from proxy.views import Views
 
 if TYPE_CHECKING:
@@ -156,10 +156,10 @@ async def run_gateway(
             await tg.start(shared_cache.run)  # its mirror is filled before the fleet reads it
         gate = ToolGate(FingerprintStore(fingerprints_path(config.directory)))
         await tg.start(gate.follow)
-        fleet = Fleet(config.upstreams, registry, config_dir=config.directory, gate=gate,
-                      log_dir=log_dir or config.directory / "logs", catalogs=catalogs, notices=notices,
-                      cache=shared_cache or DiskCatalogCache(cache_dir(config) / "catalogs"), lazy=settings.lazy,
-                      idle_timeout=settings.idle_timeout, spawn_concurrency=settings.spawn_concurrency)
+        running = FleetSettings(config.directory, log_dir or config.directory / "logs", lazy=settings.lazy,
+                                idle_timeout=settings.idle_timeout, spawn_concurrency=settings.spawn_concurrency)
+        fleet = Fleet(config.upstreams, registry, running, gate=gate, catalogs=catalogs, notices=notices,
+                      cache=shared_cache or DiskCatalogCache(cache_dir(config) / "catalogs"))
         views = Views(registry, config.toolsets, fleet.availability, default_context_tokens=context_tokens,
                       cache_dir=embedding_cache_dir(config), catalogs=catalogs)
         await tg.start(fleet.run)

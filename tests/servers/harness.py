@@ -13,7 +13,7 @@ import anyio
 
 from proxy.config import UpstreamConfig
 from proxy.registry import Registry
-from proxy.upstream import Fleet
+from proxy.upstream import Fleet, FleetSettings
 
 CONTROLLABLE = str(Path(__file__).with_name("controllable.py"))
 TINY = str(Path(__file__).with_name("tiny.py"))
@@ -35,8 +35,9 @@ async def running_fleet(
 ) -> AsyncIterator[tuple[Fleet, Registry]]:
     """Run a fleet in a task group for the body's duration, then cancel it (as shutdown does)."""
     registry = registry if registry is not None else Registry()
-    fleet = Fleet({u.name: u for u in upstreams}, registry, config_dir=tmp_path, log_dir=tmp_path / "logs",
-                  **options)
+    wiring = {key: options.pop(key) for key in ("catalogs", "notices", "cache", "gate") if key in options}
+    settings = FleetSettings(tmp_path, tmp_path / "logs", **options)
+    fleet = Fleet({u.name: u for u in upstreams}, registry, settings, **wiring)
     async with anyio.create_task_group() as tg:
         await tg.start(fleet.run)
         yield fleet, registry

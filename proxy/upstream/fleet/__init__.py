@@ -9,11 +9,13 @@ from proxy.upstream.fleet._backoff import next_delay
 from proxy.upstream.fleet._disk_cache import DiskCatalogCache, config_key
 from proxy.upstream.fleet._fleet import Fleet
 from proxy.upstream.fleet._member import ServerStatus, UpstreamState
+from proxy.upstream.fleet._settings import FleetSettings
 
 __all__ = [
     "Availability",
     "DiskCatalogCache",
     "Fleet",
+    "FleetSettings",
     "ServerStatus",
     "UpstreamState",
     "config_key",

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
@@ -21,13 +20,12 @@ from proxy.config import UpstreamConfig
 from proxy.errors import NeedsBackChannel, SessionLost, UpstreamTimeout, UpstreamUnavailable
 from proxy.protocol import BackChannel, NoticeSink, ProgressCallback
 from proxy.replicated import CatalogCache  # on disk (upstream/fleet/_disk_cache.py) or in Redis
-from proxy.upstream.connection import KEEPALIVE_TIMEOUT
 from proxy.upstream.fleet._availability import Availability
 from proxy.upstream.fleet._member import Member, ServerStatus, UpstreamState
 from proxy.upstream.fleet._publisher import CatalogSink, Publisher, ToolSink
-from proxy.upstream.fleet._supervisor import KEEPALIVE_INTERVAL, PARK_AFTER_FAILURES, REPROBE_INTERVAL, Supervisor
+from proxy.upstream.fleet._settings import FleetSettings
+from proxy.upstream.fleet._supervisor import Supervisor
 from proxy.upstream.integrity import ToolGate
-from proxy.upstream.oauth import LOGIN_POLL
 
 logger = logging.getLogger(__name__)
 
@@ -41,45 +39,29 @@ class Fleet:
         self,
         upstreams: Mapping[str, UpstreamConfig],
         registry: ToolSink,
+        settings: FleetSettings,
         *,
-        config_dir: Path,
-        log_dir: Path,
-        mode: str = "auto",
-        keepalive: float = KEEPALIVE_INTERVAL,
-        keepalive_timeout: float = KEEPALIVE_TIMEOUT,
-        park_after: int = PARK_AFTER_FAILURES,
-        reprobe: float = REPROBE_INTERVAL,
-        grace: float = 60.0,
         catalogs: CatalogSink | None = None,
         notices: NoticeSink | None = None,
         cache: CatalogCache | None = None,
-        lazy: bool = False,
-        idle_timeout: float | None = None,
-        spawn_concurrency: int | None = None,
-        login_poll: float = LOGIN_POLL,
         gate: ToolGate | None = None,
     ) -> None:
         self.registry = registry
         self._publisher = Publisher(registry, catalogs, cache, gate)
-        self.availability = Availability(check=self.is_offered, grace=grace)
+        self.availability = Availability(check=self.is_offered, grace=settings.grace)
         self.ready = anyio.Event()  # every server settled: what the first tools/list waits for
         self.started = anyio.Event()  # every server tried: what a one-shot command waits for
-        self._lazy = lazy
-        self._idle_timeout = idle_timeout
+        self.settings = settings
         self._servers = {name: self._new_upstream(config) for name, config in upstreams.items()}
         self._desired: dict[str, UpstreamConfig] = dict(upstreams)
         self._desired_changed = anyio.Event()
-        self._supervisor = Supervisor(
-            self._servers, self._publisher, registry, self.availability, self._check_ready,
-            config_dir=config_dir, log_dir=log_dir, mode=mode, keepalive=keepalive,
-            keepalive_timeout=keepalive_timeout, park_after=park_after, reprobe=reprobe, grace=grace,
-            notices=notices, spawn_concurrency=spawn_concurrency, login_poll=login_poll,
-        )
+        self._supervisor = Supervisor(self._servers, self._publisher, registry, self.availability, self._check_ready,
+                                      settings, notices)
 
     def _new_upstream(self, config: UpstreamConfig) -> Member:
         up = Member(config, transport="stdio" if config.is_stdio else (config.transport or "auto"),
-                       lazy=self._lazy if config.lazy is None else config.lazy,
-                       idle_timeout=(config.idle_timeout or self._idle_timeout) if config.is_stdio else None)
+                       lazy=self.settings.lazy if config.lazy is None else config.lazy,
+                       idle_timeout=(config.idle_timeout or self.settings.idle_timeout) if config.is_stdio else None)
         if not config.enabled:
             up.state, up.reason, up.settled, up.tried = UpstreamState.DISABLED, "disabled in config", True, True
         return up

@@ -14,7 +14,6 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
 
 import anyio
 
@@ -32,13 +31,11 @@ from proxy.upstream.fleet._availability import Availability
 from proxy.upstream.fleet._backoff import next_delay
 from proxy.upstream.fleet._member import STARTABLE, Member, UpstreamState
 from proxy.upstream.fleet._publisher import Publisher, ToolSink
+from proxy.upstream.fleet._settings import FleetSettings
 from proxy.upstream.oauth import Consent
 
 logger = logging.getLogger(__name__)
 
-KEEPALIVE_INTERVAL = 30.0  # the fleet's defaults, in seconds and failures
-PARK_AFTER_FAILURES = 5
-REPROBE_INTERVAL = 300.0
 REFRESH_INTERVAL = 1.0  # at least this long between two re-listings of one server
 
 
@@ -56,35 +53,17 @@ class Supervisor:
         registry: ToolSink,
         availability: Availability,
         on_settled: Callable[[], None],
-        *,
-        config_dir: Path,
-        log_dir: Path,
-        mode: str,
-        keepalive: float,
-        keepalive_timeout: float,
-        park_after: int,
-        reprobe: float,
-        grace: float,
+        settings: FleetSettings,
         notices: NoticeSink | None,
-        spawn_concurrency: int | None,
-        login_poll: float,
     ) -> None:
         self._members = members
         self._publisher = publisher
         self._registry = registry
         self._availability = availability
         self._on_settled = on_settled
-        self._config_dir = config_dir
-        self._log_dir = log_dir
-        self._mode = mode
-        self._keepalive = keepalive
-        self._keepalive_timeout = keepalive_timeout
-        self._park_after = park_after
-        self._reprobe = reprobe
-        self._grace = grace
+        self._settings = settings
         self._notices = notices
-        self._spawn = anyio.CapacityLimiter(spawn_concurrency or 4 * (os.cpu_count() or 1))
-        self._login_poll = login_poll
+        self._spawn = anyio.CapacityLimiter(settings.spawn_concurrency or 4 * (os.cpu_count() or 1))
 
     async def run(self, up: Member) -> None:
         """Supervise `up` until its scope is cancelled (removed, restarted, or the fleet stops)."""
@@ -108,7 +87,7 @@ class Supervisor:
             UpstreamNeedsAuth: no caller to ask, its client cannot open a URL, or the user declined.
         """
         await self._consent_of(up).ask(channel)
-        with anyio.move_on_after(up.config.connect_timeout + self._login_poll):
+        with anyio.move_on_after(up.config.connect_timeout + self._settings.login_poll):
             await up.wait_for(UpstreamState.READY)
         return up.connection
 
@@ -154,8 +133,8 @@ class Supervisor:
             started = anyio.current_time()
             with anyio.CancelScope(deadline=started + config.connect_timeout) as scope:
                 async with (
-                    connect(config, config_dir=self._config_dir, log_dir=self._log_dir, transport=up.transport,
-                            mode=up.client_mode(self._mode),
+                    connect(config, config_dir=self._settings.config_dir, log_dir=self._settings.log_dir,
+                            transport=up.transport, mode=up.client_mode(self._settings.mode),
                             notices=self._notices, auth=auth) as conn,
                     anyio.create_task_group() as tg,
                 ):
@@ -201,7 +180,7 @@ class Supervisor:
                 self._set_state(up, UpstreamState.STOPPED, "stopped (idle); the next call starts it"
                                 if limit else "catalog cached; the first call starts it")
                 return True
-            due = pinged + self._keepalive
+            due = pinged + self._settings.keepalive
             if limit is not None:  # busy: look again a little later
                 due = min(due, up.last_used + limit if up.pending == 0 else now + max(limit, 1.0))
             held = signals.changed and now < refreshed + REFRESH_INTERVAL
@@ -213,8 +192,8 @@ class Supervisor:
             if signals.changed and anyio.current_time() >= refreshed + REFRESH_INTERVAL:
                 await self._publisher.refresh(up, conn)
                 refreshed = anyio.current_time()
-            elif anyio.current_time() >= pinged + self._keepalive:
-                await conn.keepalive(self._keepalive_timeout)
+            elif anyio.current_time() >= pinged + self._settings.keepalive:
+                await conn.keepalive(self._settings.keepalive_timeout)
                 pinged = anyio.current_time()
 
     def _drop(self, up: Member) -> None:
@@ -235,13 +214,13 @@ class Supervisor:
         if isinstance(error, UpstreamNeedsAuth):
             await self._wait_for_consent(up, error)
             return
-        if isinstance(error, UpstreamRefused) or up.failures >= self._park_after:
-            logger.warning("%s; parked, re-probing every %g s", error, self._reprobe)
+        if isinstance(error, UpstreamRefused) or up.failures >= self._settings.park_after:
+            logger.warning("%s; parked, re-probing every %g s", error, self._settings.reprobe)
             self._set_state(up, UpstreamState.PARKED, error.reason)
             if self._members.get(up.name) is up:
                 self._publisher.withdraw(up)
             up.listed = up.stored = False
-            await anyio.sleep(self._reprobe)
+            await anyio.sleep(self._settings.reprobe)
             return
         delay = next_delay(up.failures - 1)
         logger.warning("%s; reconnecting in %.1f s", error, delay)
@@ -254,11 +233,11 @@ class Supervisor:
             logger.warning("%s", error)
         up.failures = 0
         self._set_state(up, UpstreamState.NEEDS_AUTH, error.reason)
-        await self._consent_of(up).wait_for_login(self._reprobe)
+        await self._consent_of(up).wait_for_login(self._settings.reprobe)
 
     def _consent_of(self, up: Member) -> Consent:
         if up.consent is None or up.consent.config is not up.config:
-            up.consent = Consent(up.config, self._config_dir, self._login_poll)
+            up.consent = Consent(up.config, self._settings.config_dir, self._settings.login_poll)
         return up.consent
 
     # --- state bookkeeping -----------------------------------------------------------------------
@@ -278,7 +257,7 @@ class Supervisor:
         while True:
             await up.wait_offered(True)
             await up.wait_offered(False)
-            with anyio.move_on_after(self._grace) as grace:
+            with anyio.move_on_after(self._settings.grace) as grace:
                 await up.wait_offered(True)
             if grace.cancelled_caught:
                 self._availability.forget(up.name)
