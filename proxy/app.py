@@ -155,13 +155,13 @@ async def run_gateway(
         if shared_cache is not None:
             await tg.start(shared_cache.run)  # its mirror is filled before the fleet reads it
         gate = ToolGate(FingerprintStore(fingerprints_path(config.directory)))
-        await tg.start(gate.follow)
         running = FleetSettings(config.directory, log_dir or config.directory / "logs", lazy=settings.lazy,
                                 idle_timeout=settings.idle_timeout, spawn_concurrency=settings.spawn_concurrency)
         fleet = Fleet(config.upstreams, registry, running, gate=gate, catalogs=catalogs, notices=notices,
                       cache=shared_cache or DiskCatalogCache(cache_dir(config) / "catalogs"))
         views = Views(registry, config.toolsets, fleet.availability, default_context_tokens=context_tokens,
                       cache_dir=embedding_cache_dir(config), catalogs=catalogs)
+        await tg.start(gate.follow, fleet.republish)
         await tg.start(fleet.run)
         await tg.start(views.index_when_idle)
         if views.semantic is not None:

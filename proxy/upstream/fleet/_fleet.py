@@ -68,6 +68,10 @@ class Fleet:
 
     # --- public API ------------------------------------------------------------------------------
 
+    def republish(self, config: UpstreamConfig, tools: list[types.Tool]) -> None:
+        """Register a server's tools anew (and cache them): its held tools were approved."""
+        self._publisher.republish(config, tools)
+
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Supervise every enabled upstream until cancelled; reports started at once.
 

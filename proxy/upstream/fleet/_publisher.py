@@ -67,8 +67,6 @@ class Publisher:
         self.catalogs = catalogs
         self.cache = cache
         self.gate = gate
-        if gate is not None:
-            gate.republish = self._republish
         self._turns = Turns(LISTING_PATIENCE)
 
     async def refresh(self, up: Member, conn: Connection) -> None:
@@ -95,7 +93,7 @@ class Publisher:
                 await self._store(up, tools)
                 up.stored = True
 
-    def _republish(self, config: UpstreamConfig, tools: list[types.Tool]) -> None:
+    def republish(self, config: UpstreamConfig, tools: list[types.Tool]) -> None:
         """Register a server's tools again after an approval, and cache them (a lazy server lists from it)."""
         change = self.registry.set_server_tools(config.name, tools, prefix=config.prefix)
         if change.changed:

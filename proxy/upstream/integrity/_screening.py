@@ -66,7 +66,6 @@ class ToolGate:
 
     def __init__(self, store: FingerprintStore) -> None:
         self.store = store
-        self.republish: Republish | None = None  # the fleet's publisher sets it
         self.listeners: list[Callable[[ToolChange], None]] = []
         self._listings: dict[str, _Listing] = {}
         self._announced: set[str] = set()
@@ -85,8 +84,11 @@ class ToolGate:
         """The server is withdrawn: an approval must not register its tools again."""
         self._listings.pop(server, None)
 
-    async def follow(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Apply approvals written to the file (by `toolbridge approve`) until cancelled."""
+    async def follow(
+        self, republish: Republish, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Apply approvals written to the file (by `toolbridge approve`) until cancelled: each held listing is
+        screened again and what is now approved goes to `republish` (the fleet's)."""
         directory = self.store.path.parent
         directory.mkdir(parents=True, exist_ok=True)
         task_status.started()
@@ -107,17 +109,15 @@ class ToolGate:
             tg.start_soon(stop_when_cancelled)
             async for _ in awatch(directory, watch_filter=ours, debounce=DEBOUNCE_MS, recursive=False,
                                   stop_event=stop):
-                await self.reapply()
+                await self._reapply(republish)
 
-    async def reapply(self) -> None:
-        """Screen the held listings again and register what is now approved."""
+    async def _reapply(self, republish: Republish) -> None:
         for server, listing in list(self._listings.items()):
             admitted, pending = await self._screen(server, listing)
             if self._listings.get(server) is not listing:  # withdrawn or listed anew meanwhile
                 continue
             self._keep(server, listing, pending)
-            if self.republish is not None:
-                self.republish(listing.config, admitted)
+            republish(listing.config, admitted)
 
     def _keep(self, server: str, listing: _Listing, pending: dict[str, Pending]) -> None:
         if pending:
