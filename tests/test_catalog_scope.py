@@ -33,21 +33,27 @@ async def test_a_session_never_sees_or_reaches_resources_or_prompts_outside_its_
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_a_shared_uri_belongs_to_the_first_server_and_the_other_copy_is_reachable_qualified(mode: str) -> None:
+async def test_a_shared_uri_is_neither_servers_and_each_copy_is_reachable_qualified(mode: str) -> None:
     async with gateway([], servers={"a": build_server(), "b": build_server()}, mode=mode) as harness, \
             Client(harness.server, mode=mode) as client:
         uris = [r.uri for r in (await client.list_resources()).resources]
         templates = [t.uri_template for t in (await client.list_resource_templates()).resource_templates]
-        plain = await client.read_resource("test://static-text")
+        with pytest.raises(MCPError) as plain:
+            await client.read_resource("test://static-text")
+        own = await client.read_resource("toolbridge://server/a/test://static-text")
         other = await client.read_resource("toolbridge://server/b/test://static-text")
-        templated = await client.read_resource("test://template/9/data")
+        templated = await client.read_resource("toolbridge://server/a/test://template/9/data")
         prompt = await client.get_prompt("b__test_prompt_with_arguments", {"arg1": "x", "arg2": "y"})
         completion = await client.complete(
             types.PromptReference(type="ref/prompt", name="a__test_prompt_with_arguments"),
             {"name": "arg1", "value": "pa"})
-    assert uris.count("test://static-text") == 1 and "toolbridge://server/b/test://static-text" in uris
-    assert templates == ["test://template/{id}/data", "toolbridge://server/b/test://template/{id}/data"]
-    assert plain.contents[0].text == other.contents[0].text == "This is the content of the static text resource."
+    assert "test://static-text" not in uris
+    assert {"toolbridge://server/a/test://static-text", "toolbridge://server/b/test://static-text"} <= set(uris)
+    assert templates == ["toolbridge://server/a/test://template/{id}/data",
+                         "toolbridge://server/b/test://template/{id}/data"]
+    assert plain.value.code == types.INVALID_PARAMS
+    assert "toolbridge://server/a/test://static-text" in plain.value.message
+    assert own.contents[0].text == other.contents[0].text == "This is the content of the static text resource."
     assert '"id": "9"' in templated.contents[0].text
     assert "x" in str(prompt.messages[0].content)
     assert completion.completion.values == ["paris", "park", "party"]

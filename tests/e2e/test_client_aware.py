@@ -111,22 +111,24 @@ async def pin(client: Client, name: str) -> None:
     assert not (await client.call_tool("tool_describe", {"names": [name], "pin": True})).is_error
 
 
-async def test_without_a_session_pins_follow_the_client_name(config: Path) -> None:
-    """A 2026-era HTTP request has no session: what a client pinned is kept under its name, so a new
-    connection of the same client finds it promoted, and another client does not."""
+async def test_without_per_user_tokens_sessionless_pins_are_the_anonymous_principals(config: Path) -> None:
+    """A 2026-era HTTP request has no session, and without per-user tokens every such request is the one anonymous
+    principal: what one pinned, a new connection finds promoted whatever name it gives (a name never picks an
+    owner); a handshake-era session keeps its own promotions."""
     async with serve_http(config, free_port()) as base:
 
-        async def listed(name: str) -> set[str]:
+        async def listed(name: str, mode: str = "auto") -> set[str]:
             info = types.Implementation(name=name, version="1")
-            async with Client(streamable_http_client(f"{base}/mcp"), client_info=info) as client:
-                assert client.protocol_version == "2026-07-28"
+            async with Client(streamable_http_client(f"{base}/mcp"), client_info=info, mode=mode) as client:
                 return {t.name for t in (await client.list_tools()).tools}
 
         info = types.Implementation(name="ide", version="1")
         async with Client(streamable_http_client(f"{base}/mcp"), client_info=info) as client:
+            assert client.protocol_version == "2026-07-28"
             await pin(client, "beta__beta_0001")
         assert "beta__beta_0001" in await listed("ide")
-        assert "beta__beta_0001" not in await listed("other-ide")
+        assert "beta__beta_0001" in await listed("other-ide")
+        assert "beta__beta_0001" not in await listed("ide", mode="legacy")
 
 
 @needs("redis-server")

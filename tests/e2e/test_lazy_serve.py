@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -63,4 +64,6 @@ async def test_a_warm_lazy_fleet_is_listed_with_no_child_running_and_a_call_star
 
             result = await client.call_tool("tool_call", {"name": "s07__pid", "arguments": {}})
             assert not result.is_error and isinstance(result.content[0], types.TextContent)
-            assert descendants(proxy) == {int(json.loads(result.content[0].text))}
+            server = int(json.loads(result.content[0].text))
+            started = descendants(proxy)  # the server, and its watchdog in the server's process group
+            assert server in started and {os.getpgid(pid) for pid in started} == {server}

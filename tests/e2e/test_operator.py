@@ -180,6 +180,7 @@ async def test_arguments_are_only_a_hash_by_default(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.10", "::"])
 def test_a_public_address_without_a_token_is_refused(tmp_path: Path, host: str) -> None:
+    (tmp_path / "upstreams").mkdir()  # a config dir with no upstreams: the refusal is about the address alone
     env = {k: v for k, v in os.environ.items() if k != "TOOLBRIDGE_AUTH_TOKEN"}
     run = subprocess.run(
         [sys.executable, "-m", "proxy", "serve", "--transport", "http", "--host", host, "--config-dir", str(tmp_path)],

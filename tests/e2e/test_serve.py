@@ -70,7 +70,9 @@ async def exercise_narrow_profile(client: Client) -> None:
     found = payload(await client.call_tool("tool_search", {"queries": ["alpha operation"]}))
     assert found["total_available"] == 4
     refused = await client.call_tool("tool_call", {"name": "alpha__alpha_0001", "arguments": {"value": 1}})
-    assert refused.is_error and "not available in this session" in payload(refused)
+    missing = await client.call_tool("tool_call", {"name": "alpha__no_such_tool", "arguments": {"value": 1}})
+    assert refused.is_error and payload(refused).startswith("Unknown tool 'alpha__alpha_0001'")
+    assert payload(refused).replace("alpha__alpha_0001", "X") == payload(missing).replace("alpha__no_such_tool", "X")
 
 
 @pytest.mark.parametrize("mode", MODES)
