@@ -23,6 +23,7 @@ import yaml
 from conftest import free_port, serve_app
 from fleetdir import MCPSERVER_FIXTURE, mcpserver_over_http, serve_http
 from mcp import Client, StdioServerParameters, stdio_client, types
+from servers import mrtr_tools
 from servers.conformance_fixture import http_app
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -80,9 +81,9 @@ async def test_fixture_serves_the_scenarios_over_stdio_in_both_eras(mode: str) -
             sampled = await client.call_tool("test_sampling", {"prompt": "Say hi"})
             elicited = await client.call_tool("test_elicitation", {"message": "Who are you?"})
     assert {"test_simple_text", "test_sampling", "test_elicitation_sep1330_enums", "json_schema_2020_12_tool",
-            "test_reconnection"} <= tools and len(tools) == 14
+            "test_reconnection"} <= tools and len(tools) == 14 + len(mrtr_tools.TOOLS)
     assert prompts == {"test_simple_prompt", "test_prompt_with_arguments", "test_prompt_with_embedded_resource",
-                       "test_prompt_with_image"}
+                       "test_prompt_with_image", mrtr_tools.PROMPT.name}
     assert [t.uri_template for t in templates] == ["test://template/{id}/data"]
     assert '"id": "123"' in read.contents[0].text
     assert _text(sampled) == "LLM response: hi"
