@@ -27,6 +27,8 @@ REVISIONS = ("2025-11-25", "2026-07-28")
 SHAPES = {
     "lowlevel": [sys.executable, str(REPO / "tests" / "servers" / "conformance_fixture.py"), "--http"],
     "mcpserver": [sys.executable, str(REPO / "tests" / "servers" / "mcpserver_fixture.py"), "--http"],
+    "mcpserver-in-band": [sys.executable, str(REPO / "tests" / "servers" / "mcpserver_fixture.py"), "--in-band",
+                          "--http"],
 }
 
 

@@ -331,7 +331,7 @@ def read_resource(uri: str) -> types.ReadResourceResult:
         text = json.dumps({"id": ident, "templateTest": True, "data": f"Data for ID: {ident}"})
         return types.ReadResourceResult(
             contents=[types.TextResourceContents(uri=uri, mime_type="application/json", text=text)])
-    raise MCPError(types.INVALID_PARAMS, f"Resource not found: {uri}")
+    raise MCPError(types.INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
 
 
 def get_prompt(name: str, arguments: dict[str, str]) -> types.GetPromptResult:
