@@ -1,4 +1,4 @@
-"""The server that the MCP conformance suite's server scenarios expect (`@modelcontextprotocol/conformance` 0.1.16).
+"""The server that the MCP conformance suite's server scenarios expect (`@modelcontextprotocol/conformance` 0.2.x).
 
 Every tool, resource, template, prompt and utility that a scenario calls is here under the exact
 name the scenario uses, so a direct run passes the whole active suite. Running the suite through
