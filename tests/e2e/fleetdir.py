@@ -97,11 +97,11 @@ async def serve_http(config_dir: Path, port: int, *extra: str, env: dict[str, st
 
 
 @asynccontextmanager
-async def mcpserver_over_http() -> AsyncIterator[str]:
+async def mcpserver_over_http(*flags: str) -> AsyncIterator[str]:
     """The SDK `MCPServer` fixture as its own process (its server object serves one HTTP app per process)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
-    async with http_process([sys.executable, str(MCPSERVER_FIXTURE), "--http", str(port)], url,
+    async with http_process([sys.executable, str(MCPSERVER_FIXTURE), *flags, "--http", str(port)], url,
                             stderr=subprocess.DEVNULL):
         yield url
 

@@ -1,4 +1,4 @@
-"""The server that the MCP conformance suite's server scenarios expect (`@modelcontextprotocol/conformance` 0.1.16).
+"""The server that the MCP conformance suite's server scenarios expect (`@modelcontextprotocol/conformance` 0.2.x).
 
 Every tool, resource, template, prompt and utility that a scenario calls is here under the exact
 name the scenario uses, so a direct run passes the whole active suite. Running the suite through
@@ -27,6 +27,11 @@ from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.shared.message import ServerMessageMetadata
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+
+try:
+    from servers import mrtr_tools
+except ImportError:  # run as a script: tests/servers/ is on sys.path
+    import mrtr_tools  # type: ignore[no-redef]
 
 # A 1x1 PNG and a silent WAV: the smallest valid payloads of each kind.
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
@@ -253,8 +258,8 @@ def _tools(fixture: Fixture) -> dict[str, tuple[types.Tool, ToolFn]]:
         ("test_reconnection", "Closes its SSE stream mid-call, then answers after the client resumes.",
          _NO_ARGUMENTS, fixture.reconnection),
     ]
-    return {name: (types.Tool(name=name, description=description, input_schema=schema), fn)
-            for name, description, schema, fn in table}
+    return {**{name: (types.Tool(name=name, description=description, input_schema=schema), fn)
+               for name, description, schema, fn in table}, **mrtr_tools.tools()}
 
 
 # Resources and prompts.
@@ -293,6 +298,7 @@ PROMPTS = {
                      arguments=[types.PromptArgument(name="resourceUri", description="URI of the resource to embed",
                                                      required=True)]),
         types.Prompt(name="test_prompt_with_image", description="A prompt that includes an image."),
+        mrtr_tools.PROMPT,
     )
 }
 
@@ -325,7 +331,7 @@ def read_resource(uri: str) -> types.ReadResourceResult:
         text = json.dumps({"id": ident, "templateTest": True, "data": f"Data for ID: {ident}"})
         return types.ReadResourceResult(
             contents=[types.TextResourceContents(uri=uri, mime_type="application/json", text=text)])
-    raise MCPError(types.INVALID_PARAMS, f"Resource not found: {uri}")
+    raise MCPError(types.INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
 
 
 def get_prompt(name: str, arguments: dict[str, str]) -> types.GetPromptResult:
@@ -381,7 +387,10 @@ def build_server(fixture: Fixture | None = None) -> Server:
     async def list_prompts(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
         return types.ListPromptsResult(prompts=list(PROMPTS.values()))
 
-    async def on_get_prompt(ctx: Context, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+    async def on_get_prompt(ctx: Context, params: types.GetPromptRequestParams
+                            ) -> types.GetPromptResult | types.InputRequiredResult:
+        if params.name == mrtr_tools.PROMPT.name:
+            return mrtr_tools.get_prompt(params)
         return get_prompt(params.name, params.arguments or {})
 
     async def complete(ctx: Context, params: types.CompleteRequestParams) -> types.CompleteResult:

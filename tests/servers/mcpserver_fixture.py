@@ -10,6 +10,10 @@ rounds, which work only for a client that speaks the handshake era to them.
 
     python tests/servers/mcpserver_fixture.py              # stdio
     python tests/servers/mcpserver_fixture.py --http 3002  # Streamable HTTP at http://127.0.0.1:3002/mcp
+    python tests/servers/mcpserver_fixture.py --in-band    # tools report a failed request in their result
+
+With `--in-band` the tools catch a failed sampling or elicitation request and say so in their result,
+as many servers do, so the failure never reaches the caller as an error: a third shape of upstream.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from conformance_fixture import (
 )
 
 mcp: MCPServer = MCPServer("mcpserver-fixture", version="1.0.0")
+IN_BAND = {"on": False}  # set by --in-band
 
 
 def _text(text: str, *, is_error: bool = False) -> types.CallToolResult:
@@ -114,13 +119,24 @@ async def with_progress(ctx: Context) -> str:
 async def sampling(prompt: str, ctx: Context) -> str:
     """Asks the client's LLM to answer the prompt."""
     message = types.SamplingMessage(role="user", content=types.TextContent(type="text", text=prompt))
-    result = await ctx.session.create_message(messages=[message], max_tokens=100, related_request_id=ctx.request_id)
+    try:
+        result = await ctx.session.create_message(messages=[message], max_tokens=100,
+                                                  related_request_id=ctx.request_id)
+    except MCPError as error:
+        if not IN_BAND["on"]:
+            raise
+        return f"Sampling failed: {error.message}"
     reply = result.content.text if isinstance(result.content, types.TextContent) else "(no text)"
     return f"LLM response: {reply}"
 
 
 async def _elicit(ctx: Context, message: str, schema: dict[str, Any], label: str) -> str:
-    result = await ctx.session.elicit_form(message, schema, related_request_id=ctx.request_id)
+    try:
+        result = await ctx.session.elicit_form(message, schema, related_request_id=ctx.request_id)
+    except MCPError as error:
+        if not IN_BAND["on"]:
+            raise
+        return f"Elicitation failed: {error.message}"
     return f"{label}: action={result.action}, content={json.dumps(result.content or {})}"
 
 
@@ -285,7 +301,9 @@ def http_app() -> Any:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--http", type=int, metavar="PORT", help="serve Streamable HTTP on 127.0.0.1:PORT")
+    parser.add_argument("--in-band", action="store_true", help="tools report a failed request in their result")
     options = parser.parse_args()
+    IN_BAND["on"] = options.in_band
     warnings.simplefilter("ignore", MCPDeprecationWarning)  # create_message and logging are handshake-era
     if options.http is None:
         mcp.run("stdio")

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Refresh tests/e2e/conformance-expected.json: what each fixture shape passes directly, per requirement set.
+
+    scripts/conformance-expected.py
+
+CI does not re-run the fixtures directly: `tests/e2e/test_conformance.py` runs the suite through
+toolbridge only and holds it to this file. Run this after changing a fixture or the suite version
+(`scripts/conformance-setup.sh` first), and commit the file.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+EXPECTED = REPO / "tests" / "e2e" / "conformance-expected.json"
+REVISIONS = ("2025-11-25", "2026-07-28")
+# Each fixture shape, as a command that serves Streamable HTTP on the port appended to it.
+SHAPES = {
+    "lowlevel": [sys.executable, str(REPO / "tests" / "servers" / "conformance_fixture.py"), "--http"],
+    "mcpserver": [sys.executable, str(REPO / "tests" / "servers" / "mcpserver_fixture.py"), "--http"],
+    "mcpserver-in-band": [sys.executable, str(REPO / "tests" / "servers" / "mcpserver_fixture.py"), "--in-band",
+                          "--http"],
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_listening(url: str, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            return
+        except urllib.error.HTTPError:
+            return  # it answered
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def measure(command: list[str]) -> dict[str, list[str]]:
+    """The scenarios the server started by `command` passes directly, per revision."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    server = subprocess.Popen([*command, str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_listening(url)
+        passed = {}
+        with tempfile.TemporaryDirectory() as scratch:
+            for revision in REVISIONS:
+                outcome = Path(scratch) / f"{revision}.json"
+                subprocess.run([sys.executable, str(REPO / "scripts" / "conformance.py"), url,
+                                "--requirements", revision, "--json", str(outcome)], check=False,
+                               stdout=subprocess.DEVNULL)
+                passed[revision] = json.loads(outcome.read_text())["passed"]
+        return passed
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def main() -> None:
+    sys.path.insert(0, str(REPO / "scripts"))
+    from conformance import SUITE_VERSION
+
+    expected = {"suite": f"@modelcontextprotocol/conformance@{SUITE_VERSION}",
+                "direct": {shape: measure(command) for shape, command in SHAPES.items()}}
+    EXPECTED.write_text(json.dumps(expected, indent=2) + "\n")
+    for shape, sets in expected["direct"].items():
+        print(shape, ", ".join(f"{revision}: {len(passed)} passed" for revision, passed in sets.items()))
+
+
+if __name__ == "__main__":
+    main()
