@@ -74,7 +74,10 @@ EMBED_WAIT = 1200  # s a cold 10k-tool embedding may take on a loaded 2-core mac
 
 
 def _embedded(cache: Path) -> int:
-    return sum(1 for entry in os.scandir(cache) if entry.name.endswith(".npy")) if cache.is_dir() else 0
+    """Vectors in the gateway's embedding cache file (one per model, replaced whole when it is saved)."""
+    import numpy as np
+
+    return sum(len(np.load(path, mmap_mode="r")) for path in cache.glob("minilm-*.npy")) if cache.is_dir() else 0
 
 
 async def _calls_while_embedding(call: Callable[[int], Awaitable[object]], cache: Path, tools: int) -> list[float]:

@@ -54,6 +54,11 @@ DATASETS = {
     "values/tune": ("real-fleet.json", f"{VALUES_QUERIES}#tune"),
     "values/lockbox": ("real-fleet.json", f"{VALUES_QUERIES}#lockbox"),
 }
+# Public sets rebuilt by `bench.public_sets` from a named package (never committed); held out: never tuned on.
+PUBLIC_SETS = REPO_ROOT / ".bench-data" / "bfcl"
+if PUBLIC_SETS.is_dir():
+    DATASETS |= {f"bfcl/{name}": (str(PUBLIC_SETS / name / "catalog.json"), str(PUBLIC_SETS / name / "queries.json"))
+                 for name in ("ast", "live")}
 # What parameters are fitted on; LiveMCPBench never is.
 TUNING = ("real-fleet/dev", "real-fleet/args", "real-fleet/tasks")
 FASTMCP_PYTHON = REPO_ROOT / ".search-bench-venv" / "bin" / "python"  # bench/setup_search.sh
@@ -411,15 +416,20 @@ def main() -> None:
     parser.add_argument("--e2e-all", action="store_true", help="--e2e on every dataset (LiveMCPBench too)")
     parser.add_argument("--semantic", action="store_true", help="add the hybrid (semantic on) tool_search row")
     parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR, help="embedding cache for --semantic")
+    parser.add_argument("--sets", nargs="+", choices=DATASETS, default=list(DATASETS), help="the sets to score")
+    parser.add_argument("--no-cv", action="store_true", help="skip the cross-validated rows")
     args = parser.parse_args()
     root = catalogs_dir(args.catalogs)
     cache = args.cache_dir if args.semantic else None
-    results = {name: run_dataset(root, cat, qs, cache) for name, (cat, qs) in DATASETS.items()}
+    results = {name: run_dataset(root, *DATASETS[name], cache) for name in args.sets}
+    if args.no_cv:
+        print(format_table(results))
+        return
     for name, report in cross_validated(root).items():
         results[name]["tool_search CV"] = report
     if cache:
         for name, report in hybrid_cross_validated(root, cache).items():
-            results[name]["hybrid CV"] = report
+            results.setdefault(name, {})["hybrid CV"] = report
     print(format_table(results))
     print(f"CV: {FOLDS}-fold cross-validation over {' + '.join(TUNING)}: each fold ranked by parameters fitted on "
           "the other folds (bench/search_fit.py); LiveMCPBench is never fitted on")

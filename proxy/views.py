@@ -147,8 +147,8 @@ class SessionView:
 
 
 def _semantic_index(setting: str, cache_dir: Path | None) -> SemanticIndex | None:
-    """The semantic index when asked for and installed: `on`, or `auto` on a CPU that affords it (integer dot
-    products); `on` but missing is a warning."""
+    """The semantic index unless turned off or not installed (`on` but missing is a warning). Tools are
+    embedded in the background (`proxy.app.keep_embeddings`), so search is lexical until they are in."""
     if setting == "off":
         return None
     from proxy.search import SemanticIndex, semantic
@@ -160,10 +160,8 @@ def _semantic_index(setting: str, cache_dir: Path | None) -> SemanticIndex | Non
         else:
             logger.info("tool_search ranks lexically: no semantic extra (%s)", semantic.INSTALL_HINT)
         return None
-    if setting == "auto" and not semantic.affordable():
-        logger.info("tool_search ranks lexically: this CPU has no integer dot-product instructions "
-                    "(semantic: on embeds anyway)")
-        return None
+    logger.info("tool_search ranks lexically until the tools are embedded in the background (semantic: off "
+                "never embeds)")
     return SemanticIndex(cache_dir)
 
 

@@ -21,15 +21,45 @@ def test_fuse_adds_normalised_lexical_scores_to_similarities() -> None:
     assert semantic.fuse([], {}, limit=3) == []
 
 
-@pytest.mark.skipif(not semantic.available(), reason="semantic extra not installed")
-def test_embeddings_are_cached_by_content(tmp_path: Path) -> None:
+needs_model = pytest.mark.skipif(not semantic.available(), reason="semantic extra not installed")
+
+
+@needs_model
+def test_embeddings_are_cached_by_content_in_one_file(tmp_path: Path) -> None:
     model = semantic.load_model()
     cache = semantic.EmbeddingCache(model, tmp_path)
     first = cache.get(["create a github issue", "open a new ticket on github", "weather forecast"])
-    assert len(list(tmp_path.glob("*.npy"))) == 3
-    again = semantic.EmbeddingCache(model, tmp_path).get(["weather forecast"])
-    assert (again[0] == first[2]).all()
+    cache.save()
+    assert [p.name for p in tmp_path.iterdir()] == [f"minilm-{model.id}.npy"]
+    fresh = semantic.EmbeddingCache(model, tmp_path)
+    again = fresh.get(["weather forecast"])
+    assert (again[0] == first[2]).all() and (fresh.computed, fresh.reused) == (0, 1)
     assert float(first[0] @ first[1]) > 0.5 > float(first[0] @ first[2])
+
+
+@needs_model
+def test_the_cache_file_keeps_vectors_in_use_and_a_bounded_number_of_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(semantic, "KEEP_STALE", 1)
+    cache = semantic.EmbeddingCache(semantic.load_model(), tmp_path)
+    cache.get(["a", "b", "c"])
+    cache.save()
+    cache.used.clear()  # their tools are gone
+    cache.get(["d"])
+    cache.save()
+    assert len(cache.stored()) == 2  # "d" in use, one other
+    assert {cache.key("d")} < set(cache.stored()["key"].tolist())
+
+
+@needs_model
+def test_a_damaged_cache_file_is_embedded_again(tmp_path: Path) -> None:
+    model = semantic.load_model()
+    (tmp_path / f"minilm-{model.id}.npy").write_bytes(b"not a cache")
+    cache = semantic.EmbeddingCache(model, tmp_path)
+    assert cache.get(["weather forecast"]).shape == (1, semantic.DIMENSIONS) and cache.computed == 1
+    cache.save()
+    assert len(semantic.EmbeddingCache(model, tmp_path).stored()) == 1
 
 
 def docs(*names: str) -> tuple[SearchDoc, ...]:

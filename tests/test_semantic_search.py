@@ -144,12 +144,59 @@ async def test_embedding_runs_off_the_event_loop_and_search_stays_lexical_meanwh
 @pytest.mark.anyio
 async def test_a_fresh_catalog_reuses_the_cache_on_disk(tmp_path: Path, encoder: Encoder) -> None:
     await embed_pending(catalog(tmp_path).semantic)
-    assert encoder.tool_texts() == 4 == len(list(tmp_path.glob("*.npy")))
+    assert encoder.tool_texts() == 4 and len(list(tmp_path.glob("minilm-*.npy"))) == 1
     encoder.calls.clear()
     fresh = catalog(tmp_path)
     await embed_pending(fresh.semantic)
     assert encoder.tool_texts() == 0
     assert search(fresh, RAIN)[0] == "weather__get_conditions"
+
+
+class Announcement(logging.Handler):
+    """Sets `event` when the log says ranking is hybrid (the log runs on the event loop's thread)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.event, self.line = anyio.Event(), ""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "ranks hybrid" in record.getMessage():
+            self.line = record.getMessage()
+            self.event.set()
+
+
+async def warm(index: semantic.SemanticIndex | None, registry: Registry) -> str:
+    """Run the gateway's embedding task until the log says ranking is hybrid; that log line."""
+    assert index is not None
+    logger, announcement = logging.getLogger(semantic.__name__), Announcement()
+    level, logger.level = logger.level, logging.INFO
+    logger.addHandler(announcement)
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(keep_embeddings, index, registry)
+            with anyio.fail_after(30):
+                await announcement.event.wait()
+            tg.cancel_scope.cancel()
+    finally:
+        logger.removeHandler(announcement)
+        logger.level = level
+    return announcement.line
+
+
+@needs_model
+@pytest.mark.anyio
+async def test_a_restarted_gateway_with_an_unchanged_fleet_reaches_hybrid_without_embedding(
+    tmp_path: Path, encoder: Encoder
+) -> None:
+    first = catalog(tmp_path, ToolsetsConfig())
+    assert "4 computed" in await warm(first.semantic, first.registry)
+    encoder.calls.clear()
+    restarted = catalog(tmp_path, ToolsetsConfig())
+    assert "0 computed, 4 from the cache" in await warm(restarted.semantic, restarted.registry)
+    assert encoder.tool_texts() == 0
+    assert search(restarted, RAIN)[0] == "weather__get_conditions"
+    restarted.registry.set_server_tools("mail", [tool("send_message", "Send an e-mail to someone")])  # a reload
+    assert "1 computed, 0 from the cache" in await warm(restarted.semantic, restarted.registry)
 
 
 @needs_model
@@ -178,23 +225,16 @@ def test_semantic_search_can_be_turned_off(tmp_path: Path) -> None:
 
 
 @needs_model
-def test_semantic_search_is_on_by_default_where_the_extra_is_installed_and_the_cpu_affords_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.anyio
+async def test_by_default_search_turns_hybrid_once_warm_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(semantic, "affordable", lambda: True)
-    assert catalog(tmp_path, ToolsetsConfig()).semantic is not None
-    monkeypatch.setattr(semantic, "affordable", lambda: False)
-    assert catalog(tmp_path, ToolsetsConfig()).semantic is None
-    assert catalog(tmp_path, SEMANTIC_ON).semantic is not None
-
-
-@pytest.mark.parametrize(("flags", "affords"), [
-    ("flags\t\t: fpu sse2 avx2 avx512f avx512_vnni", True), ("flags\t\t: fpu sse2 avx2 avx_vnni", True),
-    ("Features\t: fp asimd asimddp", True), ("flags\t\t: fpu sse2 avx2 avx512f", False), ("", False)])
-def test_a_cpu_affords_embedding_when_it_has_integer_dot_products(tmp_path: Path, flags: str, affords: bool) -> None:
-    (cpuinfo := tmp_path / "cpuinfo").write_text(f"processor\t: 0\n{flags}\n")
-    assert semantic.affordable(cpuinfo) is affords
-    assert semantic.affordable(tmp_path / "missing") is False
+    caplog.set_level(logging.INFO)
+    cat = catalog(tmp_path, ToolsetsConfig())  # `semantic: auto`, on any CPU
+    assert cat.semantic is not None and "lexically until the tools are embedded" in caplog.text
+    assert search(cat, RAIN) == []
+    assert "tool_search ranks hybrid: 4 tools embedded" in await warm(cat.semantic, cat.registry)
+    assert search(cat, RAIN)[0] == "weather__get_conditions"
 
 
 def test_by_default_a_missing_extra_means_lexical_search_without_a_warning(

