@@ -108,8 +108,7 @@ def test_hybrid_livemcpbench_recall_meets_the_issue_target(embeddings: Path) -> 
     machine it was first measured on, 0.449 on another (AVX-512 VNNI, 2026-12-05), 0.445 with u8s8 kernels. The
     rounding of int8 dot products differs by kernel, so the bound is the lowest of those; where the load-time probe
     keeps the file as shipped, the guard above (0.44) is what holds."""
-    if semantic.load_model().form != "integer products" or not semantic.affordable():
-        pytest.skip("measured where the integer products run on dot-product instructions (VNNI); without them "
-                    "(u8s8 kernels that can saturate) it measured 0.445 before and 0.441 before issue 23")
+    if semantic.load_model().form != "integer products":
+        pytest.skip("the load-time probe kept the model as shipped: the guard above holds there")
     catalog, queries = DATASETS["livemcpbench"]
     assert run_hybrid(_root(), catalog, queries, embeddings)["hybrid"].recall5 >= 0.445
