@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -115,21 +116,34 @@ def _owner_only(path: str, flags: int) -> int:
     return descriptor
 
 
+_WORD = re.compile(r"[^\W\d_]{2,}")
+_ERROR = re.compile(r"(?i)\b(error|exception|fatal|panic|denied|refused|not found|no such|cannot|can't|failed|"
+                    r"missing|invalid|unauthori[sz]ed|forbidden|[A-Z]\w*(Error|Exception))\b")
 _TAIL_BYTES = 4096
 _SHOWN_LINE = 200
 
 
+def telling_line(tail: str) -> str | None:
+    """The line of this run's stderr (after our last `--- … starting` marker) that says why it died: the last
+    one that reads as an error (a traceback's last line, `Error:`, `fatal`…), else the last with a word in it,
+    so a closing `}` of a dumped object or a blank-ish line is never what the operator is shown."""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    run = lines[max((i + 1 for i, line in enumerate(lines) if line.startswith("--- ")), default=0):]
+    worded = [line for line in run if _WORD.search(line)]
+    errors = [line for line in worded if _ERROR.search(line)]
+    return (errors or worded or [None])[-1]
+
+
 def _exited_during_startup(log: Path) -> str:
-    """Why a stdio server died at start, in its own words: the last line it wrote to stderr."""
+    """Why a stdio server died at start, in its own words (`telling_line` of what it wrote to stderr)."""
     try:
         with open(log, "rb") as file:
             file.seek(max(0, file.seek(0, 2) - _TAIL_BYTES))
             tail = file.read().decode("utf-8", "replace")
     except OSError:
         tail = ""
-    lines = [line.strip() for line in tail.splitlines() if line.strip()]
-    last = clean(lines[-1])[:_SHOWN_LINE] if lines and not lines[-1].startswith("--- ") else None
-    said = f": {last}" if last else " (it wrote nothing to stderr)"
+    line = telling_line(tail)
+    said = f": {clean(line)[:_SHOWN_LINE]}" if line else " (it wrote nothing to stderr)"
     return f"the process exited during startup{said}; see {log}"
 
 
