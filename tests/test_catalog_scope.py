@@ -28,7 +28,8 @@ async def test_a_session_never_sees_or_reaches_resources_or_prompts_outside_its_
                                   {"name": "arg1", "value": "p"})
     assert "test://static-text" in uris and not any("/b/" in uri for uri in uris)
     assert prompts == {"a__test_simple_prompt", "a__test_prompt_with_arguments",
-                       "a__test_prompt_with_embedded_resource", "a__test_prompt_with_image"}
+                       "a__test_prompt_with_embedded_resource",
+                       "a__test_prompt_with_image", "a__test_input_required_result_prompt"}
     assert {read.value.error.code, got.value.error.code, completed.value.error.code} == {types.INVALID_PARAMS}
 
 

@@ -104,19 +104,6 @@ async def _run_suite(url: str, revision: str, outcome: Path) -> tuple[dict[str, 
     return json.loads(outcome.read_text()), done.stdout.decode()
 
 
-async def _run_both(url: str, directory: Path) -> dict[str, tuple[dict[str, Any], str]]:
-    """Both requirement sets against `url`, at the same time."""
-    runs: dict[str, tuple[dict[str, Any], str]] = {}
-
-    async def run(revision: str) -> None:
-        runs[revision] = await _run_suite(url, revision, directory / f"{revision}.json")
-
-    async with anyio.create_task_group() as tg:
-        for revision in REVISIONS:
-            tg.start_soon(run, revision)
-    return runs
-
-
 def _fixture_upstream(config_dir: Path, target: dict[str, Any]) -> Path:
     """A config dir with the fixture as its only upstream, raw names, every tool core (pass-through)."""
     (config_dir / "upstreams").mkdir(parents=True)
@@ -170,10 +157,19 @@ async def test_nothing_that_passes_directly_fails_through_toolbridge(shape: str,
     async with _shape_over_http(shape) as url:
         target = {"command": sys.executable, "args": [str(script), *flags]} if transport == "stdio" \
             else {"url": url}
-        config_dir = _fixture_upstream(tmp_path / "config", target)
-        async with serve_http(config_dir, free_port()) as base:
-            await _wait_ready(base)
-            runs = await _run_both(f"{base}/mcp", tmp_path)
+        runs: dict[str, tuple[dict[str, Any], str]] = {}
+
+        async def through_toolbridge(revision: str) -> None:
+            """A toolbridge of its own per set: one set's era switch (NeedsBackChannel) must not race the other's
+            calls here (docs/protocol-2026-07-28.md, Conformance: that race is issue 33's)."""
+            config_dir = _fixture_upstream(tmp_path / revision / "config", target)
+            async with serve_http(config_dir, free_port()) as base:
+                await _wait_ready(base)
+                runs[revision] = await _run_suite(f"{base}/mcp", revision, tmp_path / f"{revision}.json")
+
+        async with anyio.create_task_group() as tg:
+            for revision in REVISIONS:
+                tg.start_soon(through_toolbridge, revision)
     for revision, (proxied, output) in runs.items():
         lost = set(EXPECTED[shape][revision]) - set(proxied["passed"])
         known = {name for rev, name, shapes, _ in KNOWN_LOSSES if rev == revision and shape in shapes}
