@@ -15,8 +15,8 @@ from typing import Any
 import anyio
 import pytest
 import uvicorn
+from servers.cluster import INSTALL_HINT, installed, redis_server
 
-from bench.cluster import INSTALL_HINT, installed, redis_server
 from proxy.ops import SafeFormatter
 
 
@@ -47,6 +47,24 @@ def _turn(item: pytest.Item) -> Iterator[None]:
         if not alone:
             fcntl.flock(gate, fcntl.LOCK_UN)
         yield  # closing the files releases the locks
+
+
+@pytest.fixture(scope="session")
+def run_dir(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """A directory every xdist worker of this run shares (for what is computed once a run, under `exclusive`)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base if worker_id == "master" else base.parent  # a worker's base is <run>/popen-gwN
+    directory = shared / "shared"
+    directory.mkdir(exist_ok=True)
+    return directory
+
+
+@contextmanager
+def exclusive(lock: Path) -> Iterator[None]:
+    """Hold an exclusive file lock on `lock` (created if missing) for the body, across processes."""
+    with lock.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        yield  # closing the file releases the lock
 
 
 @pytest.fixture(autouse=True)
