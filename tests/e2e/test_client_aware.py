@@ -15,8 +15,7 @@ from conftest import free_port, needs
 from fleetdir import serve_http, serve_stdio, write_fleet
 from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
-
-from bench.cluster import redis_server
+from servers.cluster import redis_server
 
 pytestmark = pytest.mark.anyio
 

@@ -24,8 +24,7 @@ from conftest import free_port, needs
 from mcp import Client, MCPError, types
 from mcp.client.streamable_http import streamable_http_client
 from redis.asyncio import Redis
-
-from bench.cluster import nginx, redis_server, replica
+from servers.cluster import nginx, redis_server, replica
 
 pytestmark = [pytest.mark.anyio, needs("nginx", "redis-server")]
 
