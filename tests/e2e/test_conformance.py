@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -143,14 +144,29 @@ async def test_suite_passes_the_same_scenarios_through_toolbridge(transport: str
 @needs_suite
 async def test_an_mcpserver_fixture_passes_through_toolbridge_what_it_passes_directly(tmp_path: Path) -> None:
     """Its tools sample and elicit over a back channel, which a 2026-07-28 connection lacks: toolbridge
-    (which reaches it in that era first) must notice and speak the handshake era to it."""
-    async with mcpserver_over_http() as url:
-        direct, output = await _run_suite(url, tmp_path / "direct.json")
-        assert set(direct["passed"]) == set(SCENARIOS) - MCPSERVER_MISSES, output
-        for transport, target in (("stdio", {"command": sys.executable, "args": [str(MCPSERVER_FIXTURE)]}),
-                                  ("streamable-http", {"url": url})):
+    (which reaches it in that era first) must notice and speak the handshake era to it. The direct run and
+    the two proxied ones run at once, each against a fixture process of its own."""
+    runs: dict[str, tuple[dict[str, Any], str]] = {}
+
+    async def direct() -> None:
+        async with mcpserver_over_http() as url:
+            runs["direct"] = await _run_suite(url, tmp_path / "direct.json")
+
+    async def proxied(transport: str) -> None:
+        async with AsyncExitStack() as stack:
+            target = {"command": sys.executable, "args": [str(MCPSERVER_FIXTURE)]} if transport == "stdio" \
+                else {"url": await stack.enter_async_context(mcpserver_over_http())}
             config_dir = _fixture_upstream(tmp_path / transport, target)
-            async with serve_http(config_dir, free_port()) as base:
-                await _wait_ready(base)
-                proxied, output = await _run_suite(f"{base}/mcp", tmp_path / f"{transport}.json")
-            assert set(direct["passed"]) <= set(proxied["passed"]), (transport, output)
+            base = await stack.enter_async_context(serve_http(config_dir, free_port()))
+            await _wait_ready(base)
+            runs[transport] = await _run_suite(f"{base}/mcp", tmp_path / f"{transport}.json")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(direct)
+        for transport in ("stdio", "streamable-http"):
+            tg.start_soon(proxied, transport)
+    direct_run, output = runs["direct"]
+    assert set(direct_run["passed"]) == set(SCENARIOS) - MCPSERVER_MISSES, output
+    for transport in ("stdio", "streamable-http"):
+        proxied_run, output = runs[transport]
+        assert set(direct_run["passed"]) <= set(proxied_run["passed"]), (transport, output)
