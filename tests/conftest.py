@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import os
 import socket
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -18,6 +19,19 @@ import uvicorn
 from servers.cluster import INSTALL_HINT, installed, redis_server
 
 from proxy.ops import SafeFormatter
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: two workers a core. Most of an end-to-end test's time is spent waiting on processes (a
+    `toolbridge serve` or an upstream starting, answering, exiting), so one worker a core left the cores
+    half idle (0.8 of 2 busy over a whole run; 1.3 with two a core, and the run 38% shorter)."""
+    return 2 * (os.cpu_count() or 1)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `alone` go first: a worker's first tests are short, so the pool they stop (while every
+    other worker finishes the test it is running) stands idle for less than it would mid-run."""
+    items.sort(key=lambda item: item.get_closest_marker("alone") is None)  # stable: the rest keep their order
 
 
 @pytest.hookimpl(wrapper=True)
