@@ -82,6 +82,18 @@ def exclusive(lock: Path) -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _environment_put_back() -> Iterator[None]:
+    """`cli.main` run in a test sets `os.environ` as for a process of its own (`TOOLBRIDGE_SERVING`, the chain of
+    served config dirs): left there, every later subprocess of the worker would inherit it, and a
+    `toolbridge serve` test would see a chain it is not in (which test ran before it depends on the workers)."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@pytest.fixture(autouse=True)
 def _root_logging_put_back() -> Iterator[None]:
     """`cli.main` run in a test sets up logging as for a process of its own; its stderr handler would
     outlive the test's captured stderr, and every later record would print a "Logging error"."""
