@@ -24,7 +24,7 @@ import anyio
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from bench.cluster import REPO, free_port, nginx, redis_server, replica
+from tests.servers.cluster import REPO, free_port, nginx, redis_server, replica
 
 
 def rss_kib(pid: int) -> int:

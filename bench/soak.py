@@ -2,12 +2,14 @@
 
 `toolbridge serve --transport http` serves 12 clients (both protocol eras); 4 more each launch
 their own `toolbridge serve` over stdio, as client configs do. Every proxy fronts 3 upstreams of
-40 tools. Every 2–5 s one upstream process somewhere is SIGKILLed (the proxy restarts it); now and
-then a client makes an upstream add tools with a list_changed each. Every call is bounded, so a
-hang is counted, never waited out. At the end: no process may be left, and the HTTP proxy's RSS
-slope is reported.
+40 tools. Every 2–5 s (`--kill-every`) one upstream process somewhere is SIGKILLed (the proxy
+restarts it); now and then a client makes an upstream add tools with a list_changed each. Every call
+is bounded, so a hang is counted, never waited out. At the end: no process may be left, and the HTTP
+proxy's RSS slope is reported.
 
-Run: `.venv/bin/python -m bench.soak [--duration SECONDS]` (prints a JSON report).
+Run: `.venv/bin/python -m bench.soak [--duration SECONDS] [--kill-every LOW HIGH]` (prints a JSON
+report; exits 1 unless 99% of calls succeeded with no hang and no process left: the release gate
+runs it for 600 s). `tests/test_soak.py` runs a short one in every test run.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ HTTP_CLIENTS = 12
 STDIO_CLIENTS = 4
 CALL_BOUND = 30.0  # a call unanswered this long is a hang
 BURST_EVERY = 40  # one call in this many makes its upstream add tools (list_changed each)
+KILL_EVERY = (2.0, 5.0)  # seconds between two upstream kills: uniform in this range
 
 
 @dataclass
@@ -177,10 +180,11 @@ async def run_client(client: Client, deadline: float, report: Report, seed: int)
         await one_call(client, report, rng)
 
 
-async def killer(proxies: list[int], deadline: float, report: Report, rng: random.Random) -> None:
-    """SIGKILL one upstream process of a random proxy every 2–5 s."""
+async def killer(proxies: list[int], deadline: float, report: Report, rng: random.Random,
+                 every: tuple[float, float] = KILL_EVERY) -> None:
+    """SIGKILL one upstream process of a random proxy every `every` (low, high) seconds."""
     while time.monotonic() < deadline:
-        await anyio.sleep(rng.uniform(2, 5))
+        await anyio.sleep(rng.uniform(*every))
         upstreams = _children(rng.choice(proxies))
         if upstreams:
             os.kill(rng.choice(upstreams), signal.SIGKILL)
@@ -194,7 +198,7 @@ async def sample_rss(pid: int, deadline: float, samples: list[tuple[float, float
         await anyio.sleep(1)
 
 
-async def soak(duration: float, seed: int = 0) -> Report:
+async def soak(duration: float, seed: int = 0, kill_every: tuple[float, float] = KILL_EVERY) -> Report:
     report = Report(duration)
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory() as temp:
@@ -212,7 +216,7 @@ async def soak(duration: float, seed: int = 0) -> Report:
             proxies = [http_pid, *(pid for pid in _children(os.getpid()) if pid != http_pid)]
             deadline = time.monotonic() + duration
             async with anyio.create_task_group() as tg:
-                tg.start_soon(killer, proxies, deadline, report, rng)
+                tg.start_soon(killer, proxies, deadline, report, rng, kill_every)
                 tg.start_soon(sample_rss, http_pid, deadline, samples)
                 for index, client in enumerate(clients):
                     tg.start_soon(run_client, client, deadline, report, seed * 100 + index)
@@ -230,8 +234,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=600.0, help="seconds of load (default 600)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--kill-every", type=float, nargs=2, default=KILL_EVERY, metavar=("LOW", "HIGH"),
+                        help="seconds between two upstream kills, uniform in [LOW, HIGH] (default 2 5)")
     options = parser.parse_args()
-    report = anyio.run(soak, options.duration, options.seed)
+    report = anyio.run(soak, options.duration, options.seed, tuple(options.kill_every))
     print(json.dumps(report.as_dict(), indent=2))
     sys.exit(0 if report.success_rate >= 0.99 and not report.hangs and not report.leaked_processes else 1)
 

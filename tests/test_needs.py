@@ -6,6 +6,7 @@ The README's test command must pass on a fresh machine; `.ci/run` installs both 
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 from conftest import missing_programs
 
 TESTS = Path(__file__).resolve().parent
-STARTERS = {"redis_server": "redis-server", "nginx": "nginx"}  # bench/cluster.py's context managers
+STARTERS = {"redis_server": "redis-server", "nginx": "nginx"}  # tests/servers/cluster.py's context managers
 
 
 def _guards(node: ast.AST) -> set[str]:
@@ -50,8 +51,9 @@ def test_a_missing_program_is_a_skip_with_the_fix(tmp_path: Path) -> None:
     (tmp_path / "test_x.py").write_text("from conftest import needs\n\n\n@needs('no-such-program-here')\n"
                                         "def test_x() -> None:\n    raise AssertionError\n")
     (tmp_path / "conftest.py").write_text((TESTS / "conftest.py").read_text())
+    env = {**os.environ, "PYTHONPATH": str(TESTS)}  # what the copied conftest imports (servers.cluster)
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120, cwd=TESTS.parent)
+                          capture_output=True, text=True, timeout=120, cwd=TESTS.parent, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SKIPPED" in done.stdout and "no-such-program-here not installed" in done.stdout
 

@@ -2,7 +2,8 @@
 
 Queries run through `proxy.bridge.search` over a registry and catalog built as the server builds them
 (see bench/search_eval.py; `--e2e` checks a served fleet ranks identically). The hybrid tests embed both
-catalogs into a temporary cache (~10 s of CPU) and skip where the `semantic` extra is missing.
+catalogs once a run, into a cache every worker shares (~10 s of CPU), and skip where the `semantic` extra is
+missing.
 """
 
 from __future__ import annotations
@@ -11,13 +12,16 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from conftest import exclusive
 
 from bench.search_eval import (
     DATASETS,
     Report,
+    build_catalog,
     catalogs_dir,
     cross_validated,
     hybrid_cross_validated,
+    load_servers,
     run_dataset,
     run_hybrid,
 )
@@ -51,8 +55,16 @@ def reports(dataset: str) -> dict[str, Report]:
 
 
 @pytest.fixture(scope="module")
-def embeddings(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("embeddings")
+def embeddings(run_dir: Path) -> Path:
+    """One embedding cache for the whole run: the first worker to get here embeds every hybrid catalog under a
+    file lock (~10 s of CPU); the others wait for it, then read the cache."""
+    directory = run_dir / "embeddings"
+    with exclusive(run_dir / "embeddings.lock"):
+        if not (directory / "complete").exists():
+            for catalog in sorted({DATASETS[dataset][0] for dataset in HYBRID_TARGETS}):
+                build_catalog(load_servers(_root() / catalog), directory)
+            (directory / "complete").touch()
+    return directory
 
 
 @pytest.mark.parametrize("dataset", sorted(TARGETS))

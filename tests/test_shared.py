@@ -6,8 +6,8 @@ import anyio
 import pytest
 from inprocess import tool
 from redis.asyncio import Redis
+from servers.cluster import free_port
 
-from bench.cluster import free_port
 from proxy.config import UpstreamConfig
 from proxy.replicated import (
     MemoryResultStore,

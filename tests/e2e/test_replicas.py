@@ -24,8 +24,7 @@ from conftest import free_port, needs
 from mcp import Client, MCPError, types
 from mcp.client.streamable_http import streamable_http_client
 from redis.asyncio import Redis
-
-from bench.cluster import nginx, redis_server, replica
+from servers.cluster import nginx, redis_server, replica
 
 pytestmark = [pytest.mark.anyio, needs("nginx", "redis-server")]
 
@@ -173,6 +172,7 @@ async def test_sigterm_drains_the_calls_in_flight_then_exits(tmp_path: Path) -> 
     base = f"http://127.0.0.1:{port}"
     results: dict[str, str] = {}
     under_way = {mode: anyio.Event() for mode in ("legacy", "auto")}
+    release = tmp_path / "release"
 
     async def slow_call(mode: str) -> None:
         async def progress(done: float, total: float | None, message: str | None) -> None:
@@ -181,7 +181,8 @@ async def test_sigterm_drains_the_calls_in_flight_then_exits(tmp_path: Path) -> 
         try:
             async with Client(streamable_http_client(f"{base}/mcp", terminate_on_close=False), mode=mode) as client:
                 await client.list_tools()  # else the SDK lists them after the result, to check it: too late
-                result = await client.call_tool("ctl__sleep", {"seconds": 3, "steps": 6}, progress_callback=progress)
+                result = await client.call_tool("ctl__sleep", {"seconds": 20, "steps": 100, "until": str(release)},
+                                                progress_callback=progress)
                 results[mode] = text(result)
         except* httpx2.TransportError:
             pass  # the legacy session's stream, after the server exited; the call's outcome is in `results`
@@ -201,6 +202,7 @@ async def test_sigterm_drains_the_calls_in_flight_then_exits(tmp_path: Path) -> 
                         break
                     await anyio.sleep(0.05)
                 assert results == {}
+                release.touch()  # the calls in flight may end now: the drain waits for them
         assert results == {"legacy": "slept", "auto": "slept"}
         with anyio.fail_after(10):  # well within DRAIN_SECONDS: the legacy session's GET stream did not hold it
             await process.wait()

@@ -18,9 +18,8 @@ from fleetdir import serve_http, serve_stdio
 from mcp import Client, MCPError, types
 from mcp.client.streamable_http import streamable_http_client
 from servers import tasks_server
+from servers.cluster import nginx, redis_server, replica
 from servers.tasks_server import CreatedTask, TaskClient, TaskState, cancel, poll, update
-
-from bench.cluster import nginx, redis_server, replica
 
 pytestmark = pytest.mark.anyio
 

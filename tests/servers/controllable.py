@@ -54,7 +54,8 @@ class State:
                 _tool("change_tool", "Change a tool's description and announce it.",
                       name="string", description="string"),
                 _tool("burst", "Add several tools, one list_changed each.", count="integer"),
-                _tool("sleep", "Sleep, reporting progress every step.", seconds="number", steps="integer"),
+                _tool("sleep", "Sleep, reporting progress every step; done early once the file `until` exists.",
+                      seconds="number", steps="integer", until="string"),
                 _tool("big", "Return a text of `size` characters.", size="integer"),
                 _tool("block", "Block the whole server (a synchronous sleep).", seconds="number"),
                 _tool("cancelled_count", "How many sleep handlers were cancelled."),
@@ -110,7 +111,7 @@ def build_server(state: State | None = None) -> Server:
                 await announce(ctx)
             return _text("ok")
         elif name == "sleep":
-            return await _sleep(ctx, state, float(args.get("seconds", 1)), int(args.get("steps", 1)))
+            return await _sleep(ctx, state, float(args.get("seconds", 1)), int(args.get("steps", 1)), args.get("until"))
         elif name == "big":
             return _text("x" * int(args["size"]))
         elif name == "block":
@@ -133,11 +134,15 @@ def build_server(state: State | None = None) -> Server:
                       on_subscriptions_listen=ListenHandler(bus))
 
 
-async def _sleep(ctx: Any, state: State, seconds: float, steps: int) -> types.CallToolResult:
+async def _sleep(ctx: Any, state: State, seconds: float, steps: int, until: str | None = None) -> types.CallToolResult:
+    """A test that must act while the call runs passes `until`, a file it creates when done, instead of
+    guessing how long it will take."""
     try:
         for step in range(steps):
             await anyio.sleep(seconds / steps)
             await ctx.session.report_progress(step + 1, steps, f"step {step + 1}")
+            if until is not None and os.path.exists(until):
+                break
     except anyio.get_cancelled_exc_class():
         state.cancelled += 1
         raise

@@ -1,4 +1,5 @@
-"""Real Redis, nginx and toolbridge replica processes on loopback ports, for the replica test and bench.
+"""Real Redis, nginx and toolbridge replica processes on loopback ports, for the replica tests and
+`bench/replicas.py` (which imports it from here).
 
 Redis and nginx come from Debian packages (`apt-get install nginx redis-server`; `.ci/run` does it);
 nginx runs `deploy/nginx.conf` with the replicas' addresses put in.
@@ -22,7 +23,7 @@ import httpx2
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent.parent.parent
 NGINX_TEMPLATE = REPO / "deploy" / "nginx.conf"
 
 
