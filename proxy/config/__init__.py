@@ -33,6 +33,7 @@ from proxy.config._models import (
 )
 from proxy.config._nesting import SERVING, chain_marker, enter_chain, runs_toolbridge, serving_chain
 from proxy.config._references import unknown_tools
+from proxy.config._watching import on_file_changes
 
 __all__ = [
     "DEFAULT_REDIRECT_PORT",
@@ -62,6 +63,7 @@ __all__ = [
     "load_config",
     "load_toolsets",
     "load_upstream",
+    "on_file_changes",
     "parse_tool_search",
     "reload_note",
     "runs_toolbridge",

@@ -12,14 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import anyio
-from watchfiles import Change, awatch
+from watchfiles import Change
+
+from proxy.config import on_file_changes
 
 __all__ = ["reload_on_sighup", "watch_config"]
 
 logger = logging.getLogger(__name__)
-
-DEBOUNCE_MS = 250
-
 
 def _is_config_file(directory: Path) -> Callable[[Change, str], bool]:
     upstreams = directory / "upstreams"
@@ -38,9 +37,11 @@ async def watch_config(directory: Path, reload: Callable[[], None]) -> None:
     directory = directory.resolve()
     (directory / "upstreams").mkdir(parents=True, exist_ok=True)
     paths = [directory, directory / "upstreams"]
-    async for _changes in awatch(*paths, watch_filter=_is_config_file(directory), debounce=DEBOUNCE_MS,
-                                 recursive=False):
+
+    async def act() -> None:
         reload()
+
+    await on_file_changes(paths, _is_config_file(directory), act)
 
 
 async def reload_on_sighup(reload: Callable[[], None]) -> None:

@@ -22,9 +22,9 @@ from typing import Literal
 
 import anyio
 from mcp import types
-from watchfiles import Change, awatch
+from watchfiles import Change
 
-from proxy.config import UpstreamConfig
+from proxy.config import UpstreamConfig, on_file_changes
 from proxy.text import clean
 from proxy.upstream.integrity._fingerprints import FingerprintStore, Pending, ServerPrints, fingerprints, now_iso
 
@@ -32,7 +32,6 @@ __all__ = ["ToolChange", "ToolGate"]
 
 logger = logging.getLogger(__name__)
 
-DEBOUNCE_MS = 250
 
 
 @dataclass(frozen=True)
@@ -96,20 +95,7 @@ class ToolGate:
         def ours(_change: Change, path: str) -> bool:
             return Path(path).name == self.store.path.name
 
-        # The watching thread checks `stop` every few ms; without it, a cancellation waits for its 5 s timeout.
-        stop = anyio.Event()
-
-        async def stop_when_cancelled() -> None:
-            try:
-                await anyio.sleep_forever()
-            finally:
-                stop.set()
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(stop_when_cancelled)
-            async for _ in awatch(directory, watch_filter=ours, debounce=DEBOUNCE_MS, recursive=False,
-                                  stop_event=stop):
-                await self._reapply(republish)
+        await on_file_changes([directory], ours, lambda: self._reapply(republish))
 
     async def _reapply(self, republish: Republish) -> None:
         for server, listing in list(self._listings.items()):
