@@ -18,6 +18,7 @@ from anyio.abc import Process
 from anyio.streams.text import TextReceiveStream
 from fleetdir import REPO, write_config
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from servers.harness import descendants
 
 pytestmark = pytest.mark.anyio
 
@@ -30,24 +31,6 @@ def toolbridge_upstream(config_dir: Path | None = None) -> dict[str, object]:
     """An upstream that runs toolbridge (on `config_dir`, else on its working directory)."""
     args = [*SERVE[1:], *(["--config-dir", str(config_dir)] if config_dir else [])]
     return {"command": sys.executable, "args": args, "env": {"TOOLBRIDGE_LOG_LEVEL": "warning"}}
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid` (children lead sessions of their own, but keep their parent)."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    found, frontier = [], [pid]
-    while frontier:
-        children = [child for child, parent in parents.items() if parent in frontier]
-        found += children
-        frontier = children
-    return found
 
 
 async def read_until(process: Process, text: str, timeout: float = 30) -> str:
@@ -66,7 +49,7 @@ async def test_serve_skips_an_upstream_that_is_toolbridge_on_its_own_config_dir(
     config = write_config(tmp_path / "config", {"self": toolbridge_upstream(tmp_path / "config")})
     async with await anyio.open_process([*SERVE, "--config-dir", str(config)], cwd=str(REPO)) as process:
         seen = await read_until(process, SELF_MESSAGE)
-        assert descendants(process.pid) == []
+        assert descendants(process.pid) == set()
         assert process.stdin is not None
         await process.stdin.aclose()
         with anyio.fail_after(30):
