@@ -127,6 +127,8 @@ def test_rooms_talk_through_their_faces_and_import_only_lower_rooms(path: Path) 
                 violations.append(f"line {line}: room {here} imports {target}, above it in its wing")
             continue
         if other == here:
+            if len(parts) > 3 and not parts[3].startswith("_"):
+                violations.append(f"line {line}: {target}: a room's own modules import each other, not its face")
             continue
         if here is not None and rooms.index(other) > rooms.index(here):
             violations.append(f"line {line}: room {here} imports room {other}, a higher one")

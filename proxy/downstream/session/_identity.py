@@ -20,8 +20,7 @@ from mcp.server.auth.provider import principal_components
 from starlette.datastructures import Headers
 from starlette.types import Scope
 
-from proxy.downstream.session import RequestContext
-from proxy.downstream.session._context import handshake_era
+from proxy.downstream.session._context import RequestContext, handshake_era
 from proxy.downstream.session._observe import session_label
 
 __all__ = ["ANONYMOUS_PRINCIPAL", "LOCAL_PRINCIPAL", "Caller", "Owner", "caller", "client_name", "principal_of",
