@@ -68,6 +68,14 @@ async def test_invalid_arguments_report_path_and_constraint(given: dict[str, Any
     assert caught.value.input_schema == SCHEMA
 
 
+async def test_a_missing_argument_is_reported_with_what_else_is_wrong() -> None:
+    """One answer names every fix: the missing key and a wrong-typed one given beside it."""
+    with pytest.raises(InvalidArguments) as caught:
+        await check_arguments({"ratio": "half"}, SCHEMA)
+    assert (caught.value.path, caught.value.constraint) == ("arguments.count", "required")
+    assert str(caught.value) == "missing required argument: count; also arguments.ratio: 'half' is not of type 'number'"
+
+
 @pytest.mark.parametrize(
     "schema",
     [

@@ -98,8 +98,12 @@ async def check_arguments(
     if isinstance(required, list):
         missing = [key for key in required if isinstance(key, str) and key not in coerced]
         if missing:
+            # What is wrong with the arguments given too: a model that fixes only the missing ones pays a turn more.
+            given = {key: value for key, value in schema.items() if key != "required"}
+            also = await find_error(coerced, PreparedSchema(given)) if coerced else None
+            more = f"; also arguments{_path(also.absolute_path)}: {also.message}" if also is not None else ""
             raise InvalidArguments(
-                f"missing required argument{'s' if len(missing) > 1 else ''}: {', '.join(missing)}",
+                f"missing required argument{'s' if len(missing) > 1 else ''}: {', '.join(missing)}{more}",
                 f"arguments.{missing[0]}",
                 "required",
                 dict(schema),
