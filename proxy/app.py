@@ -29,6 +29,7 @@ from proxy.downstream import (
     Handlers,
     HttpApp,
     LargeResults,
+    Promoter,
     ProtectedResource,
     ReplicaMarker,
     RequestStates,
@@ -251,7 +252,7 @@ async def _serve(
         shutdown = _Shutdown(tg.cancel_scope)
         tg.start_soon(shutdown.wait_for_signal)
         async with run_gateway(config, context_tokens=context_tokens, redis_url=redis_url) as gateway:
-            notifier = ChangeNotifier(gateway.views)
+            notifier = ChangeNotifier(gateway.views, Promoter(gateway.views, gateway.shared.promotions()))
             await tg.start(notifier.run)
             metrics = Metrics(gateway.fleet, gateway.views, notifier, top_tools=config.toolsets.metrics.top_tools)
             handlers = Handlers(gateway.views, gateway.fleet, notifier, fleet_ready=gateway.fleet.ready,
@@ -260,7 +261,6 @@ async def _serve(
                                 on_call=_call_observers(metrics, audit),
                                 large_results=LargeResults(gateway.shared.results,
                                                            config.toolsets.large_results.max_chars),
-                                shared_promotions=gateway.shared.promotions(),
                                 tasks=await _tasks(gateway, http),
                                 request_states=RequestStates(await gateway.shared.signing_key(),
                                                              http.replica_id if http is not None else None))

@@ -28,7 +28,7 @@ from proxy.downstream.http import (
     serve_http,
     transport_security,
 )
-from proxy.downstream.lists import ChangeNotifier
+from proxy.downstream.lists import ChangeNotifier, Promoter
 from proxy.downstream.rounds import RequestStates
 from proxy.downstream.session import BRIDGE_SERVER, CallRecord, principal_of
 
@@ -42,6 +42,7 @@ __all__ = [
     "Handlers",
     "HttpApp",
     "LargeResults",
+    "Promoter",
     "ProtectedResource",
     "ReplicaMarker",
     "RequestStates",

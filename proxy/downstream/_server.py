@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Hashable
-from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
@@ -24,7 +23,6 @@ from proxy.downstream.lists import (
     ChangeNotifier,
     Kind,
     ListenStreams,
-    Promoter,
     Prompts,
     Resources,
     list_hint,
@@ -42,10 +40,6 @@ from proxy.downstream.session import (
 from proxy.protocol import BackChannel
 from proxy.views import SessionView, Views
 
-if TYPE_CHECKING:
-    from proxy.replicated import SharedPromotions  # Redis is imported only when a URL is given
-
-
 
 class Handlers:
     """How each downstream request is answered, from the session's view of the catalog."""
@@ -62,7 +56,6 @@ class Handlers:
         profile: str | None = None,
         on_call: CallObserver | None = None,
         large_results: LargeResults | None = None,
-        shared_promotions: SharedPromotions | None = None,
         tasks: Tasks | None = None,
         request_states: RequestStates | None = None,
     ) -> None:
@@ -79,12 +72,11 @@ class Handlers:
         self.logs = SessionLogs(views, upstreams)
         self.resources = Resources(upstreams, self._view, self._request_channel, lambda ctx: caller(ctx).session)
         self.prompts = Prompts(upstreams, self._view, self._request_channel)
-        self.promoter = Promoter(views, notifier, shared_promotions)
+        self.promoter = notifier.promoter
         self.tasks = tasks or Tasks.alone(upstreams)
         self.calls = ToolCalls(views, upstreams, self._view, self._await_startup, self.promoter, self.logs,
                                self.round_trips, self.tasks, large_results=large_results, on_call=on_call)
         self.streams = ListenStreams(notifier, self.resources, self.view_of, self.forget)
-        notifier.session_tools = self.promoter.tools_fingerprint
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Host what outlives one request (2026-era calls awaiting the client's input) until cancelled."""

@@ -18,6 +18,7 @@ import anyio
 import anyio.abc
 from mcp import types
 
+from proxy.downstream.lists._promotion import Promoter
 from proxy.views import SessionView, Views
 
 logger = logging.getLogger(__name__)
@@ -36,14 +37,6 @@ _MAX_TRACKED_SESSIONS = 4096
 _NOTIFY_TIMEOUT = 5.0
 
 
-SessionTools = Callable[[Hashable, SessionView], str]
-"""The fingerprint of the `tools/list` one session gets (its profile's, plus what it alone has)."""
-
-
-def _profile_tools(_key: Hashable, view: SessionView) -> str:
-    return view.fingerprint
-
-
 @dataclass
 class _Subscriber:
     """A session, the kinds it wants to hear of, and the fingerprint of each list it last got."""
@@ -57,12 +50,12 @@ class _Subscriber:
 class ChangeNotifier:
     """Announces list changes to each session: once per change, never when its lists did not change."""
 
-    def __init__(self, views: Views, session_tools: SessionTools = _profile_tools) -> None:
+    def __init__(self, views: Views, promoter: Promoter | None = None) -> None:
+        """`promoter` decides what each session gets listed beyond its profile (a fresh one: nobody shares it)."""
         self.views = views
-        self.session_tools = session_tools
+        self.promoter = promoter if promoter is not None else Promoter(views)
         self.announced = views.registry.generation
-        self._recheck = anyio.Event()
-        self._rechecks = (0, 0)  # (asked for, done)
+        self._promotions_compared = self.promoter.generation
         self.sent = 0  # list_changed notifications delivered, for the operator's metrics
         self._subscribers: OrderedDict[Hashable, _Subscriber] = OrderedDict()
         self._pass_done = anyio.Event()
@@ -100,23 +93,18 @@ class ChangeNotifier:
         while self.announced < generation:
             await self._pass_done.wait()
 
-    def recheck(self) -> None:
-        """Something only some sessions see changed (a promotion): compare every session's lists again."""
-        self._rechecks = (self._rechecks[0] + 1, self._rechecks[1])
-        self._recheck.set()
-
     async def wait_rechecked(self) -> None:
-        """Return once the lists have been compared since the last `recheck()`."""
-        asked = self._rechecks[0]
-        while self._rechecks[1] < asked:
+        """Return once the lists have been compared since the promoter's latest change."""
+        asked = self.promoter.generation
+        while self._promotions_compared < asked:
             await self._pass_done.wait()
 
     def _fingerprints(self, key: Hashable, view: SessionView) -> dict[Kind, str]:
-        return {"tools": self.session_tools(key, view), "prompts": view.catalog.prompts_fingerprint,
+        return {"tools": self.promoter.tools_fingerprint(key, view), "prompts": view.catalog.prompts_fingerprint,
                 "resources": view.catalog.resources_fingerprint}
 
     async def _next_change(self) -> None:
-        """Return at the next registry change or `recheck()`."""
+        """Return at the next registry change or change of promotions."""
         async with anyio.create_task_group() as tg:
 
             async def wait_then_stop(wait: Callable[[], Awaitable[object]]) -> None:
@@ -124,8 +112,7 @@ class ChangeNotifier:
                 tg.cancel_scope.cancel()
 
             tg.start_soon(wait_then_stop, lambda: self.views.registry.wait_for_change(self.announced))
-            tg.start_soon(wait_then_stop, self._recheck.wait)
-        self._recheck = anyio.Event()
+            tg.start_soon(wait_then_stop, lambda: self.promoter.wait_changed(self._promotions_compared))
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Notify the sessions whose lists changed, after every change, until cancelled."""
@@ -134,7 +121,7 @@ class ChangeNotifier:
         while True:
             await self._next_change()
             await anyio.sleep(_COALESCE_SECONDS)  # a burst of changes becomes one announcement
-            generation, asked = registry.generation, self._rechecks[0]
+            generation, promotions = registry.generation, self.promoter.generation
             for key, subscriber in list(self._subscribers.items()):
                 current = self._fingerprints(subscriber.session, self.views.for_profile(subscriber.profile))
                 for kind, fingerprint in list(subscriber.fingerprints.items()):
@@ -146,7 +133,7 @@ class ChangeNotifier:
                         break
                     self.sent += 1
             self.announced = generation
-            self._rechecks = (self._rechecks[0], asked)
+            self._promotions_compared = promotions
             self._pass_done.set()
             self._pass_done = anyio.Event()
 

@@ -15,7 +15,8 @@ from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 from typing import TYPE_CHECKING
 
-from proxy.downstream.lists._notifier import ChangeNotifier
+import anyio
+
 from proxy.downstream.session import Owner
 from proxy.views import SessionView, Views
 
@@ -64,11 +65,17 @@ class Promoter:
     """Which deferred tools a session gets listed directly, and the record of what it used, kept in step with
     other replicas for a sessionless client."""
 
-    def __init__(self, views: Views, notifier: ChangeNotifier, shared: SharedPromotions | None = None) -> None:
+    def __init__(self, views: Views, shared: SharedPromotions | None = None) -> None:
         self.views = views
-        self.notifier = notifier
         self.shared = shared
         self.promotions = Promotions()
+        self.generation = 0  # bumped each time some session's promoted tools changed
+        self._changed = anyio.Event()
+
+    async def wait_changed(self, since: int) -> None:
+        """Return once some session's promoted tools changed after generation `since`."""
+        while self.generation <= since:
+            await self._changed.wait()
 
     def promoted(self, session: Hashable | None, view: SessionView) -> tuple[str, ...]:
         """The deferred tools this session used and now gets listed directly (`promote: N`)."""
@@ -103,7 +110,9 @@ class Promoter:
                 self.promotions.drop(session, name)
         if self.promotions.used(session) == before:
             return  # e.g. the latest promoted tool called again: nothing to tell or to share
-        self.notifier.recheck()
+        self.generation += 1
+        self._changed.set()
+        self._changed = anyio.Event()
         if isinstance(session, Owner) and self.shared is not None:
             await self.shared.save(session.label, self.promotions.used(session))
 
