@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.from_thread
 import anyio.to_thread
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import types
 
 from proxy.catalogs import Catalogs
@@ -43,7 +44,7 @@ from proxy.downstream import (
 )
 from proxy.errors import remember_secrets
 from proxy.ops import AuditLog, Metrics, reload_on_sighup, status_report, watch_config
-from proxy.protocol import NoticeSink
+from proxy.protocol import Notice, NoticeSink
 from proxy.registry import Registry
 from proxy.replicated import SharedState, open_shared_state
 from proxy.upstream import DiskCatalogCache, FingerprintStore, Fleet, FleetSettings, ToolGate, config_key
@@ -54,6 +55,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+NOTICE_BUFFER = 1000
+
 
 @dataclass
 class Gateway:
@@ -61,7 +64,8 @@ class Gateway:
     registry: Registry
     fleet: Fleet
     views: Views
-    notice_listeners: list[NoticeSink]
+    notices: MemoryObjectReceiveStream[Notice]
+    """What the upstreams said that no call claimed, for the downstream handlers to deliver."""
     shared: SharedState
     gate: ToolGate
 
@@ -134,31 +138,49 @@ async def keep_embeddings(
         await registry.wait_for_change(since)
 
 
+def _dropping_when_full(stream: MemoryObjectSendStream[Notice]) -> NoticeSink:
+    """A flood of notices never blocks the upstream that sends it: past `NOTICE_BUFFER` waiting, new ones are
+    dropped (said once per server, until one gets through again)."""
+    dropping: set[str] = set()
+
+    async def sink(server: str, notification: types.ServerNotification) -> None:
+        try:
+            stream.send_nowait((server, notification))
+            dropping.discard(server)
+        except anyio.WouldBlock:
+            if server not in dropping:
+                dropping.add(server)
+                logger.warning("server %s: %d notices wait to be delivered; dropping new ones", server, NOTICE_BUFFER)
+
+    return sink
+
+
 @asynccontextmanager
 async def run_gateway(
-    config: Config, *, context_tokens: int | None = None, log_dir: Path | None = None, redis_url: str | None = None
+    config: Config, *, context_tokens: int | None = None, log_dir: Path | None = None, redis_url: str | None = None,
+    audit: AuditLog | None = None,
 ) -> AsyncIterator[Gateway]:
-    """Start every upstream (concurrently, in the background) and yield the gateway.
+    """Start every upstream (concurrently, in the background) and yield the gateway; `audit` records every tool
+    definition change the gate sees.
 
     State shared with other replicas lives in Redis at `redis_url`, else `toolsets.yaml`'s, else in this process.
     """
     registry = Registry()
     catalogs = Catalogs(registry)
-    listeners: list[NoticeSink] = []
-
-    async def notices(server: str, notification: types.ServerNotification) -> None:
-        for listener in listeners:
-            await listener(server, notification)
-
+    notices, unclaimed = anyio.create_memory_object_stream[Notice](NOTICE_BUFFER)
     settings = config.toolsets
-    async with open_shared_state(redis_url or settings.redis_url) as shared, anyio.create_task_group() as tg:
+    # the senders' end closes before the receivers': the handlers' delivery then ends quietly
+    async with unclaimed, notices, open_shared_state(redis_url or settings.redis_url) as shared, \
+            anyio.create_task_group() as tg:
         shared_cache = shared.catalog_cache(config_key)
         if shared_cache is not None:
             await tg.start(shared_cache.run)  # its mirror is filled before the fleet reads it
-        gate = ToolGate(FingerprintStore(fingerprints_path(config.directory)))
+        gate = ToolGate(FingerprintStore(fingerprints_path(config.directory)),
+                        audit.record_tool_change if audit is not None else None)
         running = FleetSettings(config.directory, log_dir or config.directory / "logs", lazy=settings.lazy,
                                 idle_timeout=settings.idle_timeout, spawn_concurrency=settings.spawn_concurrency)
-        fleet = Fleet(config.upstreams, registry, running, gate=gate, catalogs=catalogs, notices=notices,
+        fleet = Fleet(config.upstreams, registry, running, gate=gate, catalogs=catalogs,
+                      notices=_dropping_when_full(notices),
                       cache=shared_cache or DiskCatalogCache(cache_dir(config) / "catalogs"))
         views = Views(registry, config.toolsets, fleet.availability, default_context_tokens=context_tokens,
                       cache_dir=embedding_cache_dir(config), catalogs=catalogs)
@@ -168,7 +190,7 @@ async def run_gateway(
         if views.semantic is not None:
             await tg.start(keep_embeddings, views.semantic, registry)
         try:
-            yield Gateway(config, registry, fleet, views, listeners, shared, gate)
+            yield Gateway(config, registry, fleet, views, unclaimed, shared, gate)
         finally:
             tg.cancel_scope.cancel()
 
@@ -251,7 +273,7 @@ async def _serve(
     async with anyio.create_task_group() as tg:
         shutdown = _Shutdown(tg.cancel_scope)
         tg.start_soon(shutdown.wait_for_signal)
-        async with run_gateway(config, context_tokens=context_tokens, redis_url=redis_url) as gateway:
+        async with run_gateway(config, context_tokens=context_tokens, redis_url=redis_url, audit=audit) as gateway:
             notifier = ChangeNotifier(gateway.views, Promoter(gateway.views, gateway.shared.promotions()))
             await tg.start(notifier.run)
             metrics = Metrics(gateway.fleet, gateway.views, notifier, top_tools=config.toolsets.metrics.top_tools)
@@ -263,11 +285,9 @@ async def _serve(
                                                            config.toolsets.large_results.max_chars),
                                 tasks=await _tasks(gateway, http),
                                 request_states=RequestStates(await gateway.shared.signing_key(),
-                                                             http.replica_id if http is not None else None))
+                                                             http.replica_id if http is not None else None),
+                                notices=gateway.notices)
             await tg.start(handlers.run)
-            gateway.notice_listeners.append(handlers.on_notice)
-            if audit is not None:
-                gateway.gate.listeners.append(audit.record_tool_change)
             tg.start_soon(reload_on_sighup, gateway.reload)
             if watch:
                 tg.start_soon(watch_config, config.directory, gateway.reload)
