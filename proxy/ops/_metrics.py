@@ -38,7 +38,7 @@ class _StateCollector(Collector):
         yield from (up, restarts, tools)
         registered = len(self.views.registry.tools)
         yield GaugeMetricFamily("toolbridge_registry_tools", "Tools in the registry", value=registered)
-        listing = GaugeMetricFamily("toolbridge_listing_tokens", "Tokens of the tool_search listing", labels=["profile"])
+        listing = GaugeMetricFamily("toolbridge_listing_tokens", "Tokens of the listing", labels=["profile"])
         for profile in sorted(self.views.toolsets.profiles):
             listing.add_metric([profile], self.views.for_profile(profile).surface.listing_tokens)
         yield listing

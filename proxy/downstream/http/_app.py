@@ -68,6 +68,18 @@ def check_bearer(headers: Headers, token: str | None) -> bool:
     return scheme.lower() == "bearer" and hmac.compare_digest(presented.strip().encode(), token.encode())
 
 
+def _needs_token(presented: bool) -> Response:
+    """A 401 that says what to send: a static token has no authorization server to discover (RFC 6750 §3: no
+    `error` when no credentials came). Clients that show the body (or `error_description`) tell the user."""
+    challenge = 'Bearer realm="toolbridge"'
+    if presented:
+        challenge += ', error="invalid_token", error_description="not the token this endpoint was started with"'
+    why = "the bearer token is not this endpoint's" if presented else "no bearer token was sent"
+    return Response(f"toolbridge: {why}. Send the header `Authorization: Bearer <token>` with the token `serve` was "
+                    "given (--auth-token or TOOLBRIDGE_AUTH_TOKEN); this endpoint has no OAuth login.\n",
+                    status_code=401, headers={"WWW-Authenticate": challenge}, media_type="text/plain")
+
+
 class HttpApp:
     """The ASGI app: routing, the security checks, and the SDK session manager behind them."""
 
@@ -124,9 +136,9 @@ class HttpApp:
         if self.resource is not None and path in self.resource.metadata_paths:
             await self.resource.metadata_app(scope, receive, send)
             return
-        if not check_bearer(Headers(scope=scope), self.auth_token):
-            response = Response("Unauthorized", status_code=401, headers={"WWW-Authenticate": "Bearer"})
-            await response(scope, receive, send)
+        headers = Headers(scope=scope)
+        if not check_bearer(headers, self.auth_token):
+            await _needs_token("authorization" in headers)(scope, receive, send)
             return
         await self.protected(scope, receive, send)
 
