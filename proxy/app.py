@@ -183,7 +183,7 @@ async def run_gateway(
                       notices=_dropping_when_full(notices),
                       cache=shared_cache or DiskCatalogCache(cache_dir(config) / "catalogs"))
         views = Views(registry, config.toolsets, fleet.availability, default_context_tokens=context_tokens,
-                      cache_dir=embedding_cache_dir(config), catalogs=catalogs)
+                      cache_dir=embedding_cache_dir(config), catalogs=catalogs, settled=fleet.ready)
         await tg.start(gate.follow, fleet.republish)
         await tg.start(fleet.run)
         await tg.start(views.index_when_idle)
