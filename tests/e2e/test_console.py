@@ -137,6 +137,10 @@ def test_every_page_needs_the_token_and_sends_a_strict_csp(site: Site, browser: 
         answer = httpx2.get(f"{site.base}{path}", headers=AUTH)
         assert answer.status_code == 200, path
         assert answer.headers["content-security-policy"].startswith("default-src 'none'; script-src 'self';")
+    cookie = {"Cookie": f"toolbridge_console={TOKEN}"}  # what the sign-in form sets: honoured on /ui only
+    assert httpx2.get(f"{site.base}/ui", headers=cookie).status_code == 200
+    assert httpx2.get(f"{site.base}/status", headers=cookie).status_code == 401
+    assert httpx2.get(f"{site.base}/metrics", headers=cookie).status_code == 401
     browser.delete_all_cookies()
     for path in PAGES:
         browser.get(f"{site.base}{path}")
