@@ -49,6 +49,7 @@ CONSOLE_SIGN_IN = "/ui/login"  # the form that takes the credential: it shows no
 CONSOLE_COOKIE = "toolbridge_console"  # the credential a browser signed in with (HttpOnly, SameSite=Strict)
 _CONSOLE_REFUSAL = ('<!doctype html><title>toolbridge: unauthorized</title><p>Unauthorized. '
                     '<a href="/ui/login">Sign in</a> with the endpoint\'s bearer token.</p>')
+_CONSOLE_REFUSAL_CSP = {"Content-Security-Policy": "default-src 'none'"}
 
 
 def transport_security(
@@ -156,8 +157,8 @@ class HttpApp:
             scope = cookie_as_bearer(scope)
         if not check_bearer(Headers(scope=scope), self.auth_token):
             challenge = {"WWW-Authenticate": "Bearer"}
-            response = HTMLResponse(_CONSOLE_REFUSAL, 401, challenge) if console else \
-                Response("Unauthorized", status_code=401, headers=challenge)
+            response = (HTMLResponse(_CONSOLE_REFUSAL, 401, {**challenge, **_CONSOLE_REFUSAL_CSP}) if console
+                        else Response("Unauthorized", status_code=401, headers=challenge))
             await response(scope, receive, send)
             return
         await self.protected(scope, receive, send)
