@@ -24,6 +24,7 @@ from mcp import types
 
 from proxy.catalogs import Catalogs
 from proxy.config import Config, keep_last_good, load_config, reload_note
+from proxy.console import Console, ConsoleSources
 from proxy.downstream import (
     CallRecord,
     ChangeNotifier,
@@ -276,7 +277,8 @@ async def _serve(
         async with run_gateway(config, context_tokens=context_tokens, redis_url=redis_url, audit=audit) as gateway:
             notifier = ChangeNotifier(gateway.views, Promoter(gateway.views, gateway.shared.promotions()))
             await tg.start(notifier.run)
-            metrics = Metrics(gateway.fleet, gateway.views, notifier, top_tools=config.toolsets.metrics.top_tools)
+            metrics = Metrics(gateway.fleet, gateway.views, notifier, gateway.gate.store,
+                              top_tools=config.toolsets.metrics.top_tools)
             handlers = Handlers(gateway.views, gateway.fleet, notifier, fleet_ready=gateway.fleet.ready,
                                 fleet_started=gateway.fleet.started,
                                 startup_wait=config.toolsets.startup_wait, profile=profile,
@@ -310,6 +312,8 @@ async def _serve(
                     replica=ReplicaMarker(http.replica_id) if http.replica_id else None,
                     forget=handlers.forget,
                     profiles=lambda: gateway.views.toolsets.profiles,
+                    console=Console(ConsoleSources(gateway.status, gateway.views, metrics, gateway.gate.store,
+                                                   audit.path if audit is not None else None)),
                 )
                 shutdown.drain = anyio.Event()
                 logger.info("serving Streamable HTTP on http://%s:%s/mcp", http.host, http.port)

@@ -12,33 +12,9 @@ from typing import Any
 
 import httpx2
 
-from proxy.app import Gateway
 from proxy.errors import redact
-from proxy.listing import estimate_tokens
 from proxy.ops import PROFILE_COLUMNS, UPSTREAM_COLUMNS, plain_table, status_rows
 from proxy.text import escape
-
-
-def catalog_report(gateway: Gateway, profile: str) -> dict[str, Any]:
-    view = gateway.views.for_profile(profile)
-    tools = [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in view.surface.tools]
-    raw = [gateway.registry.tools[n].tool.model_dump(by_alias=True, exclude_none=True, mode="json")
-           for n in sorted(view.scope)]
-    sent, full = estimate_tokens(json.dumps(tools)), estimate_tokens(json.dumps(raw))
-    return {
-        "profile": profile,
-        "context_tokens": view.context_tokens,
-        "tier": view.surface.tier,
-        "form": view.surface.form,
-        "budget": view.surface.budget,
-        "listing_tokens": view.surface.listing_tokens,
-        "deferred_tools": view.surface.deferred_count,
-        "core_tools": len(view.core),
-        "tokens": sent,
-        "raw_schema_tokens": full,
-        "reduction_pct": round(100 * (1 - sent / full), 1) if full else 0.0,
-        "tools": tools,
-    }
 
 
 def print_catalog(report: dict[str, Any], as_json: bool) -> None:

@@ -212,8 +212,10 @@ def _record(
     else:
         refused = isinstance(error, ToolbridgeError) and not isinstance(error, UpstreamError)
         outcome = "refused" if refused else "failed"
+    who = caller(ctx)
     return CallRecord(
-        started=started, duration=duration, session=session_label(caller(ctx).session), profile=view.profile,
+        started=started, duration=duration, session=session_label(who.session), principal=who.principal,
+        profile=view.profile,
         client=client.name if client else None, client_version=client.version if client else None,
         tool=entry.name if entry else str(requested)[:SHOWN_NAME], server=entry.server if entry else BRIDGE_SERVER,
         via=name if bridged else None, outcome=outcome, error=type(error).__name__ if error else None,
