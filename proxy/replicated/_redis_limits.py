@@ -83,16 +83,15 @@ class RedisLimitStore:
     """Every replica's counts. `usage()` is what this replica last saw of each bucket (from its own
     calls): `/status` is synchronous and each replica reports its own view."""
 
-    lease_seconds = LEASE_SECONDS
-
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: Redis, *, lease_seconds: float = LEASE_SECONDS) -> None:
         self.redis = redis
+        self.lease_seconds = lease_seconds
         self._acquire = redis.register_script(_ACQUIRE)
         self._renew = redis.register_script(_RENEW)
         self._seen: dict[tuple[str, str], tuple[Usage, float]] = {}  # and when it was seen
 
     async def acquire(self, buckets: Sequence[Bucket], lease: str) -> Refusal | None:
-        arguments: list[str | float] = [lease, WINDOW, LEASE_SECONDS]
+        arguments: list[str | float] = [lease, WINDOW, self.lease_seconds]
         for bucket in buckets:
             arguments += [bucket.kind.value, bucket.allowed]
         try:
@@ -118,14 +117,14 @@ class RedisLimitStore:
                 answers = await pipe.execute()
         except RedisError as exc:
             logger.warning("limits: slots not released in Redis (%s); they expire within %.0f s",
-                           type(exc).__name__, LEASE_SECONDS)
+                           type(exc).__name__, self.lease_seconds)
             return
         for bucket, count in zip(buckets, answers[1::2], strict=True):
             self._see(bucket, int(count))
 
     async def renew(self, buckets: Sequence[Bucket], lease: str) -> None:
         try:
-            await self._renew(keys=[_key(bucket) for bucket in buckets], args=[lease, LEASE_SECONDS])
+            await self._renew(keys=[_key(bucket) for bucket in buckets], args=[lease, self.lease_seconds])
         except RedisError as exc:
             logger.warning("limits: leases not renewed in Redis (%s)", type(exc).__name__)
 
