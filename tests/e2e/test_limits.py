@@ -14,7 +14,7 @@ import re
 import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +28,14 @@ from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 from servers.cluster import redis_server
 from servers.jwt_issuer import Issuer
+from servers.tasks_server import CreatedTask, TaskClient
 
 pytestmark = pytest.mark.anyio
 
 ISSUER = "https://id.limits.test"
 AUDIENCE = "https://toolbridge.limits.test/mcp"
 UPSTREAM = str(Path(__file__).resolve().parent.parent / "redteam" / "upstream.py")
+TASKS_SERVER = str(Path(__file__).resolve().parent.parent / "servers" / "tasks_server.py")
 PER_MINUTE = 12  # the `echoes` limit: calls of data__echo per principal per minute
 CONCURRENT = 2  # the `sleeps` limit: ctl__sleep calls in flight per principal
 CLIENTS = 50
@@ -50,10 +52,15 @@ def anyio_backend() -> str:
 class Site:
     urls: tuple[str, ...]  # one `/mcp` URL per replica
     issuer: Issuer
+    config: Path
     calls_log: Path
 
+    tokens: dict[str, str] = field(default_factory=dict)
+
     def token(self, user: str) -> str:
-        return self.issuer.token(sub=user)
+        if user not in self.tokens:
+            self.tokens[user] = self.issuer.token(sub=user)
+        return self.tokens[user]
 
     def upstream_calls(self, marker: str) -> int:
         """Calls of data__echo the upstream got whose text starts with `marker`."""
@@ -69,14 +76,16 @@ def write_site(directory: Path, redis_url: str | None = None) -> tuple[Path, Iss
             "tools": [{"name": "echo", "description": "Echo.",
                        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}]}
     upstreams = {"data": {"command": sys.executable, "args": [UPSTREAM, json.dumps(data)], "connect_timeout": 30},
-                 "ctl": {"command": sys.executable, "args": [CONTROLLABLE], "connect_timeout": 30}}
+                 "ctl": {"command": sys.executable, "args": [CONTROLLABLE], "connect_timeout": 30},
+                 "jobs": {"command": sys.executable, "args": [TASKS_SERVER], "connect_timeout": 30}}
     toolsets: dict[str, Any] = {
-        "core": ["data__echo", "ctl__sleep", "ctl__echo"],
+        "core": ["data__echo", "ctl__sleep", "ctl__echo", "jobs__forever"],
         "startup_wait": 30,
         "auth": {"issuer": ISSUER, "audience": AUDIENCE, "jwks_file": str(directory / "jwks.json"),
                  "scopes_required": ["mcp"]},
         "limits": {"echoes": {"per": "principal", "tool": "data__echo", "calls_per_minute": PER_MINUTE},
-                   "sleeps": {"per": "principal", "tool": "ctl__sleep", "concurrent": CONCURRENT}},
+                   "sleeps": {"per": "principal", "tool": "ctl__sleep", "concurrent": CONCURRENT},
+                   "jobs": {"per": "principal", "server": "jobs", "calls_per_minute": 2}},
     }
     if redis_url is not None:
         toolsets["redis_url"] = redis_url
@@ -92,7 +101,7 @@ def write_site(directory: Path, redis_url: str | None = None) -> tuple[Path, Iss
 async def one(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Site]:
     config, issuer, calls_log = write_site(tmp_path_factory.mktemp("limits-one"))
     async with serve_http(config, free_port(), ready=(200,)) as base:
-        yield Site((f"{base}/mcp",), issuer, calls_log)
+        yield Site((f"{base}/mcp",), issuer, config, calls_log)
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +111,7 @@ async def replicated(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
         config, issuer, calls_log = write_site(directory, url)
         async with serve_http(config, free_port(), "--replica-id", "r0", ready=(200,)) as first, \
                 serve_http(config, free_port(), "--replica-id", "r1", ready=(200,)) as second:
-            yield Site((f"{first}/mcp", f"{second}/mcp"), issuer, calls_log)
+            yield Site((f"{first}/mcp", f"{second}/mcp"), issuer, config, calls_log)
 
 
 @pytest.fixture(params=["one", pytest.param("replicated", marks=needs("redis-server"))])
@@ -110,11 +119,22 @@ def site(request: pytest.FixtureRequest) -> Site:
     return request.getfixturevalue(request.param)
 
 
+def http_for(token: str) -> httpx2.AsyncClient:
+    """One HTTP client for many SDK clients of one principal (building one per SDK client costs more than its call)."""
+    return httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30,
+                              limits=httpx2.Limits(max_connections=None))
+
+
 @asynccontextmanager
-async def client(url: str, token: str, mode: str) -> AsyncIterator[Client]:
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http, \
-            Client(streamable_http_client(url, http_client=http), mode=mode,
-                   client_info=types.Implementation(name="ide", version="1")) as connected:
+async def session(url: str, http: httpx2.AsyncClient, mode: str, **options: Any) -> AsyncIterator[Client]:
+    async with Client(streamable_http_client(url, http_client=http), mode=mode,
+                      client_info=types.Implementation(name="ide", version="1"), **options) as connected:
+        yield connected
+
+
+@asynccontextmanager
+async def client(url: str, token: str, mode: str, **options: Any) -> AsyncIterator[Client]:
+    async with http_for(token) as http, session(url, http, mode, **options) as connected:
         yield connected
 
 
@@ -171,13 +191,13 @@ async def test_fifty_clients_of_two_principals_one_hits_its_calls_per_minute_the
     results: dict[int, types.CallToolResult] = {}
 
     async def one_client(index: int) -> None:
-        user = heavy if index < HEAVY else light
-        url = site.urls[index % len(site.urls)]
-        async with client(url, site.token(user), mode_of(index)) as c:
+        user, http = (heavy, heavy_http) if index < HEAVY else (light, light_http)
+        async with session(site.urls[index % len(site.urls)], http, mode_of(index)) as c:
             results[index] = await call(c, "data__echo", {"text": f"{user} {index}"}, bridged=index % 4 >= 2)
 
     with anyio.fail_after(30):
-        async with anyio.create_task_group() as tg:
+        async with http_for(site.token(heavy)) as heavy_http, http_for(site.token(light)) as light_http, \
+                anyio.create_task_group() as tg:
             for index in range(CLIENTS):
                 tg.start_soon(one_client, index)
 
@@ -210,9 +230,11 @@ async def test_concurrent_calls_are_capped_per_principal_and_every_slot_comes_ba
     started: list[types.CallToolResult] = []
 
     async with AsyncExitStack() as stack:
-        heavy_clients = [await stack.enter_async_context(client(site.urls[i % len(site.urls)], site.token(heavy),
-                                                                 mode_of(i))) for i in range(CONCURRENT + 4)]
-        light_clients = [await stack.enter_async_context(client(site.urls[-1 - i % len(site.urls)], site.token(light),
+        heavy_http = await stack.enter_async_context(http_for(site.token(heavy)))
+        light_http = await stack.enter_async_context(http_for(site.token(light)))
+        heavy_clients = [await stack.enter_async_context(session(site.urls[i % len(site.urls)], heavy_http, mode_of(i)))
+                         for i in range(CONCURRENT + 4)]
+        light_clients = [await stack.enter_async_context(session(site.urls[-1 - i % len(site.urls)], light_http,
                                                                  mode_of(i))) for i in range(CONCURRENT)]
         sleeping = {"seconds": 20, "steps": 200, "until": str(until)}
 
@@ -273,23 +295,34 @@ async def test_a_cancelled_or_dropped_call_gives_its_slot_back(one: Site) -> Non
     assert not result.is_error, text(result)
 
 
-async def reload_to(config: Path, limits: dict[str, Any]) -> None:
-    toolsets = yaml.safe_load((config / "toolsets.yaml").read_text())
-    (config / "toolsets.yaml").write_text(yaml.safe_dump({**toolsets, "limits": limits}))
+async def test_a_call_that_becomes_a_task_counts_against_the_limit(one: Site) -> None:
+    async with client(one.urls[0], one.token("tasker"), "auto", extensions=[TaskClient()]) as c:
+        for _ in range(2):
+            assert isinstance(await c.session.call_tool("jobs__forever", {}, allow_claimed=True), CreatedTask)
+        refused = await c.session.call_tool("jobs__forever", {}, allow_claimed=True)
+    assert isinstance(refused, types.CallToolResult) and refused.is_error
+    said = text(refused)
+    assert "limit 'jobs' reached (2 calls per minute per principal on server jobs)" in said and RETRY.search(said)
 
 
-async def test_a_reloaded_limit_applies_to_the_next_call(tmp_path: Path) -> None:
-    config, issuer, _ = write_site(tmp_path)
-    token = issuer.token(sub="reloader")
-    async with serve_http(config, free_port(), ready=(200,)) as base:
-        url = f"{base}/mcp"
-        async with client(url, token, "auto") as c:
-            for _ in range(3):
+async def test_a_reloaded_limit_applies_to_the_next_call(one: Site) -> None:
+    token = one.token("reloader")
+    toolsets = one.config / "toolsets.yaml"
+    before = toolsets.read_text()
+    settings = yaml.safe_load(before)
+    tight = {"per": "profile", "server": "ctl", "calls_per_minute": 3}
+    try:
+        async with client(one.urls[0], token, "auto") as c:
+            for _ in range(4):
                 assert not (await c.call_tool("ctl__echo", {"text": "hi"})).is_error
-            await reload_to(config, {"tight": {"per": "profile", "server": "ctl", "calls_per_minute": 3}})
+            toolsets.write_text(yaml.safe_dump({**settings, "limits": {**settings["limits"], "tight": tight}}))
             with anyio.fail_after(10):
                 while not (result := await c.call_tool("ctl__echo", {"text": "hi"})).is_error:
                     await anyio.sleep(0.1)
-            said = text(result)
-            assert "tight" in said and "3 calls per minute per profile" in said and RETRY.search(said), said
-
+        said = text(result)
+        assert "limit 'tight' reached (3 calls per minute per profile on server ctl)" in said and RETRY.search(said)
+    finally:
+        toolsets.write_text(before)
+        with anyio.fail_after(10):  # the other tests' limits are back
+            while "tight" in [entry["limit"] for entry in (await status(one.urls[0], token))["limits"]]:
+                await anyio.sleep(0.1)
