@@ -228,6 +228,22 @@ async def test_a_dead_replicas_slots_expire_and_a_running_calls_are_renewed(redi
 
 
 @pytest.mark.anyio
+async def test_limits_renew_the_leases_of_running_calls_until_they_end(redis_url: str) -> None:
+    async with Redis.from_url(redis_url) as redis:
+        limits = Limits({"one": rule(concurrent=1)}, RedisLimitStore(redis, lease_seconds=0.3))
+        other = RedisLimitStore(redis)  # another replica
+        held = Bucket("one", rule(concurrent=1), ALICE, Kind.HELD)
+        async with anyio.create_task_group() as tg:
+            await tg.start(limits.run)
+            async with limits.hold(principal=ALICE, profile="default", server="s", tool="s__t"):
+                for _ in range(6):  # four lease times
+                    await anyio.sleep(0.2)
+                    assert await other.acquire([held], "b") is not None
+            assert await other.acquire([held], "b") is None  # released at once, not expired
+            tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
 async def test_redis_down_admits_the_call() -> None:
     async with Redis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=1) as redis:
         store = RedisLimitStore(redis)

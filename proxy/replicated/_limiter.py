@@ -55,14 +55,16 @@ class Limits:
             self.refused[refusal.bucket.limit] += 1
             raise LimitReached(refusal.bucket.limit, refusal.bucket.allows(), refusal.retry_after)
         held = tuple(bucket for bucket in matched if bucket.kind is Kind.HELD)
+        if not held:
+            yield
+            return
         self._running[lease] = held
         try:
             yield
         finally:
             del self._running[lease]
-            if held:
-                with anyio.CancelScope(shield=True), anyio.move_on_after(RELEASE_TIMEOUT):
-                    await self.store.release(held, lease)
+            with anyio.CancelScope(shield=True), anyio.move_on_after(RELEASE_TIMEOUT):
+                await self.store.release(held, lease)
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Keep running calls' slots from expiring (a store whose slots are leases) until cancelled."""
@@ -72,8 +74,7 @@ class Limits:
         while True:
             await anyio.sleep(self.store.lease_seconds / 3)
             for lease, held in list(self._running.items()):
-                if held:
-                    await self.store.renew(held, lease)
+                await self.store.renew(held, lease)
 
     def report(self) -> list[dict[str, Any]]:
         """Each limit with its refusals and the usage of each principal or profile it counts (`/status`)."""
