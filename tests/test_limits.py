@@ -51,14 +51,17 @@ class Clock:
 # --- window arithmetic ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("stamps", "allowed", "wait"), [
-    ([], 1, 0.0),
-    ([990.0], 2, 0.0),  # one of two spent
-    ([990.0, 995.0], 2, 50.0),  # full: the older call ages out at 1050
-    ([930.0, 995.0], 2, 0.0),  # a call exactly a minute old no longer counts
-    ([941.0, 995.0], 2, 1.0),  # 59 s old: it still counts for one more second
-    ([941.0, 995.0, 999.0], 1, 59.0),  # limit 1: the newest call is in the way
-])
+@pytest.mark.parametrize(
+    ("stamps", "allowed", "wait"),
+    [
+        ([], 1, 0.0),
+        ([990.0], 2, 0.0),  # one of two spent
+        ([990.0, 995.0], 2, 50.0),  # full: the older call ages out at 1050
+        ([930.0, 995.0], 2, 0.0),  # a call exactly a minute old no longer counts
+        ([941.0, 995.0], 2, 1.0),  # 59 s old: it still counts for one more second
+        ([941.0, 995.0, 999.0], 1, 59.0),  # limit 1: the newest call is in the way
+    ],
+)
 def test_window_wait(stamps: list[float], allowed: int, wait: float) -> None:
     assert window_wait(stamps, 1000.0, allowed) == pytest.approx(wait)
 
@@ -75,21 +78,26 @@ def test_a_lowered_limit_waits_for_enough_calls_to_age_out() -> None:
 
 
 def test_a_rule_without_a_selector_counts_every_call_of_its_principal() -> None:
-    found = buckets({"all": rule(calls_per_minute=5)}, principal=ALICE, profile="default", server="git",
-                    tool="git__status")
+    found = buckets(
+        {"all": rule(calls_per_minute=5)}, principal=ALICE, profile="default", server="git", tool="git__status"
+    )
     assert found == (Bucket("all", rule(calls_per_minute=5), ALICE, Kind.CALLS),)
 
 
-@pytest.mark.parametrize(("fields", "server", "tool", "counted"), [
-    ({"server": "git"}, "git", "git__status", True),
-    ({"server": "git"}, "gitlab", "gitlab__status", False),
-    ({"tool": "git__status"}, "git", "git__status", True),
-    ({"tool": "git__status"}, "git", "git__log", False),
-    ({"tool": "git__*"}, "git", "git__log", True),
-    ({"tool": "git__*"}, "github", "github__log", False),
-])
-def test_server_and_tool_select_the_calls_a_rule_counts(fields: dict[str, str], server: str, tool: str,
-                                                         counted: bool) -> None:
+@pytest.mark.parametrize(
+    ("fields", "server", "tool", "counted"),
+    [
+        ({"server": "git"}, "git", "git__status", True),
+        ({"server": "git"}, "gitlab", "gitlab__status", False),
+        ({"tool": "git__status"}, "git", "git__status", True),
+        ({"tool": "git__status"}, "git", "git__log", False),
+        ({"tool": "git__*"}, "git", "git__log", True),
+        ({"tool": "git__*"}, "github", "github__log", False),
+    ],
+)
+def test_server_and_tool_select_the_calls_a_rule_counts(
+    fields: dict[str, str], server: str, tool: str, counted: bool
+) -> None:
     found = buckets({"x": rule(calls_per_minute=1, **fields)}, principal=ALICE, profile="p", server=server, tool=tool)
     assert bool(found) is counted
 
@@ -101,20 +109,26 @@ def test_per_profile_buckets_are_shared_by_every_principal_of_the_profile() -> N
         assert [(b.key, b.kind) for b in found] == [("ops", Kind.CALLS), ("ops", Kind.HELD)]
 
 
-@pytest.mark.parametrize(("fields", "kind", "words"), [
-    ({"calls_per_minute": 12, "tool": "data__echo"}, Kind.CALLS, "12 calls per minute per principal on data__echo"),
-    ({"concurrent": 3, "server": "git"}, Kind.HELD, "3 concurrent calls per principal on server git"),
-    ({"concurrent": 1}, Kind.HELD, "1 concurrent calls per principal"),
-])
+@pytest.mark.parametrize(
+    ("fields", "kind", "words"),
+    [
+        ({"calls_per_minute": 12, "tool": "data__echo"}, Kind.CALLS, "12 calls per minute per principal on data__echo"),
+        ({"concurrent": 3, "server": "git"}, Kind.HELD, "3 concurrent calls per principal on server git"),
+        ({"concurrent": 1}, Kind.HELD, "1 concurrent calls per principal"),
+    ],
+)
 def test_a_bucket_says_what_its_limit_allows(fields: dict[str, Any], kind: Kind, words: str) -> None:
     assert Bucket("x", rule(**fields), ALICE, kind).allows() == words
 
 
-@pytest.mark.parametrize(("retry_after", "said"), [
-    (37.2, "limit 'echoes' reached (12 calls per minute); retry in 38 s"),
-    (0.01, "limit 'echoes' reached (12 calls per minute); retry in 1 s"),
-    (None, "limit 'echoes' reached (12 calls per minute); retry once one of them has finished"),
-])
+@pytest.mark.parametrize(
+    ("retry_after", "said"),
+    [
+        (37.2, "limit 'echoes' reached (12 calls per minute); retry in 38 s"),
+        (0.01, "limit 'echoes' reached (12 calls per minute); retry in 1 s"),
+        (None, "limit 'echoes' reached (12 calls per minute); retry once one of them has finished"),
+    ],
+)
 def test_a_refusal_names_the_limit_and_when_to_retry(retry_after: float | None, said: str) -> None:
     assert str(LimitReached("echoes", "12 calls per minute", retry_after)) == said
 
@@ -262,25 +276,38 @@ def problems(tmp_path: Path, toolsets_yaml: str) -> list[str]:
 
 
 def test_limits_load_as_rules(tmp_path: Path) -> None:
-    assert problems(tmp_path, """
+    assert (
+        problems(
+            tmp_path,
+            """
         limits:
           per-user: {per: principal, calls_per_minute: 60, concurrent: 4}
           git-writes: {per: profile, tool: "git__commit*", calls_per_minute: 5}
           git: {per: principal, server: git, concurrent: 1}
-    """) == []
+    """,
+        )
+        == []
+    )
 
 
-@pytest.mark.parametrize(("entry", "line", "reason"), [
-    ("x: {per: principal}", 3, "give 'calls_per_minute', 'concurrent' or both"),
-    ("x: {per: principal, server: git, tool: git__log, concurrent: 1}", 3, "give 'server' or 'tool', not both"),
-    ("x: {per: user, concurrent: 1}", 3, "limits.x.per"),
-    ("x: {calls_per_minute: 5}", 3, "limits.x.per"),
-    ("x: {per: principal, calls_per_minute: 0}", 3, "limits.x.calls_per_minute"),
-    ("x: {per: principal, calls_per_minute: 5, burst: 2}", 3, "limits.x.burst: unknown field"),
-    ("x: {per: principal, server: gti, concurrent: 1}", 3, "limits.x.server: unknown server 'gti'; known: git"),
-    ("x: {per: principal, tool: gti__log, concurrent: 1}", 3, "limits.x.tool: 'gti__log' names no configured server"),
-    ("'bad name': {per: principal, concurrent: 1}", 2, "limit name 'bad name' must match"),
-])
+@pytest.mark.parametrize(
+    ("entry", "line", "reason"),
+    [
+        ("x: {per: principal}", 3, "give 'calls_per_minute', 'concurrent' or both"),
+        ("x: {per: principal, server: git, tool: git__log, concurrent: 1}", 3, "give 'server' or 'tool', not both"),
+        ("x: {per: user, concurrent: 1}", 3, "limits.x.per"),
+        ("x: {calls_per_minute: 5}", 3, "limits.x.per"),
+        ("x: {per: principal, calls_per_minute: 0}", 3, "limits.x.calls_per_minute"),
+        ("x: {per: principal, calls_per_minute: 5, burst: 2}", 3, "limits.x.burst: unknown field"),
+        ("x: {per: principal, server: gti, concurrent: 1}", 3, "limits.x.server: unknown server 'gti'; known: git"),
+        (
+            "x: {per: principal, tool: gti__log, concurrent: 1}",
+            3,
+            "limits.x.tool: 'gti__log' names no configured server",
+        ),
+        ("'bad name': {per: principal, concurrent: 1}", 2, "limit name 'bad name' must match"),
+    ],
+)
 def test_a_bad_limit_is_a_problem_at_its_line(tmp_path: Path, entry: str, line: int, reason: str) -> None:
     found = problems(tmp_path, f"core: []\nlimits:\n  {entry}\n")
     assert len(found) == 1 and found[0].startswith(f"{line}:") and reason in found[0], found

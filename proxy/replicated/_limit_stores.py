@@ -86,8 +86,10 @@ class MemoryLimitStore:
         now = self.clock()
         for slot in list(self._stamps):
             self._fresh(slot, now)
-        return {slot: Usage(len(self._stamps.get(slot, ())), self._held.get(slot, 0))
-                for slot in sorted({*self._stamps, *self._held})}
+        return {
+            slot: Usage(len(self._stamps.get(slot, ())), self._held.get(slot, 0))
+            for slot in sorted({*self._stamps, *self._held})
+        }
 
     def _fresh(self, slot: tuple[str, str], now: float) -> deque[float]:
         """The slot's call times of the last minute; a slot with none is forgotten (memory stays bounded)."""

@@ -80,11 +80,23 @@ class Limits:
         """Each limit with its refusals and the usage of each principal or profile it counts (`/status`)."""
         usage = self.store.usage()
         return [
-            {"limit": name, "per": rule.per, "server": rule.server, "tool": rule.tool,
-             "calls_per_minute": rule.calls_per_minute, "concurrent": rule.concurrent,
-             "refused": self.refused[name],
-             "usage": [{"key": principal_label(key) if rule.per == "principal" else key,
-                        "calls_last_minute": counted.calls, "concurrent": counted.held}
-                       for (limit, key), counted in usage.items() if limit == name]}
+            {
+                "limit": name,
+                "per": rule.per,
+                "server": rule.server,
+                "tool": rule.tool,
+                "calls_per_minute": rule.calls_per_minute,
+                "concurrent": rule.concurrent,
+                "refused": self.refused[name],
+                "usage": [
+                    {
+                        "key": principal_label(key) if rule.per == "principal" else key,
+                        "calls_last_minute": counted.calls,
+                        "concurrent": counted.held,
+                    }
+                    for (limit, key), counted in usage.items()
+                    if limit == name
+                ],
+            }
             for name, rule in self.rules.items()
         ]

@@ -45,10 +45,14 @@ class Bucket:
 
     def allows(self) -> str:
         """What the limit allows, in words: `12 calls per minute per principal on data__echo`."""
-        amount = (f"{self.allowed} calls per minute" if self.kind is Kind.CALLS
-                  else f"{self.allowed} concurrent calls")
-        target = (f" on {self.rule.tool}" if self.rule.tool is not None
-                  else f" on server {self.rule.server}" if self.rule.server is not None else "")
+        amount = f"{self.allowed} calls per minute" if self.kind is Kind.CALLS else f"{self.allowed} concurrent calls"
+        target = (
+            f" on {self.rule.tool}"
+            if self.rule.tool is not None
+            else f" on server {self.rule.server}"
+            if self.rule.server is not None
+            else ""
+        )
         return f"{amount} per {self.rule.per}{target}"
 
 
@@ -67,8 +71,9 @@ def matches(rule: LimitRule, server: str, tool: str) -> bool:
     return rule.tool is None or fnmatchcase(tool, rule.tool)
 
 
-def buckets(limits: Mapping[str, LimitRule], *, principal: str, profile: str, server: str, tool: str
-            ) -> tuple[Bucket, ...]:
+def buckets(
+    limits: Mapping[str, LimitRule], *, principal: str, profile: str, server: str, tool: str
+) -> tuple[Bucket, ...]:
     """Every bucket a call of `tool` on `server`, for `principal` in `profile`, counts against."""
     found: list[Bucket] = []
     for name, rule in limits.items():

@@ -116,8 +116,11 @@ class RedisLimitStore:
                     pipe.zcard(_key(bucket))
                 answers = await pipe.execute()
         except RedisError as exc:
-            logger.warning("limits: slots not released in Redis (%s); they expire within %.0f s",
-                           type(exc).__name__, self.lease_seconds)
+            logger.warning(
+                "limits: slots not released in Redis (%s); they expire within %.0f s",
+                type(exc).__name__,
+                self.lease_seconds,
+            )
             return
         for bucket, count in zip(buckets, answers[1::2], strict=True):
             self._see(bucket, int(count))

@@ -72,20 +72,36 @@ def write_site(directory: Path, redis_url: str | None = None) -> tuple[Path, Iss
     issuer = Issuer(ISSUER, audience=AUDIENCE)
     (directory / "jwks.json").write_text(json.dumps({"keys": [key.jwk() for key in issuer.keys]}))
     calls_log = directory / "calls.jsonl"
-    data = {"name": "data", "calls_log": str(calls_log),
-            "tools": [{"name": "echo", "description": "Echo.",
-                       "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}]}
-    upstreams = {"data": {"command": sys.executable, "args": [UPSTREAM, json.dumps(data)], "connect_timeout": 30},
-                 "ctl": {"command": sys.executable, "args": [CONTROLLABLE], "connect_timeout": 30},
-                 "jobs": {"command": sys.executable, "args": [TASKS_SERVER], "connect_timeout": 30}}
+    data = {
+        "name": "data",
+        "calls_log": str(calls_log),
+        "tools": [
+            {
+                "name": "echo",
+                "description": "Echo.",
+                "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
+            }
+        ],
+    }
+    upstreams = {
+        "data": {"command": sys.executable, "args": [UPSTREAM, json.dumps(data)], "connect_timeout": 30},
+        "ctl": {"command": sys.executable, "args": [CONTROLLABLE], "connect_timeout": 30},
+        "jobs": {"command": sys.executable, "args": [TASKS_SERVER], "connect_timeout": 30},
+    }
     toolsets: dict[str, Any] = {
         "core": ["data__echo", "ctl__sleep", "ctl__echo", "jobs__forever"],
         "startup_wait": 30,
-        "auth": {"issuer": ISSUER, "audience": AUDIENCE, "jwks_file": str(directory / "jwks.json"),
-                 "scopes_required": ["mcp"]},
-        "limits": {"echoes": {"per": "principal", "tool": "data__echo", "calls_per_minute": PER_MINUTE},
-                   "sleeps": {"per": "principal", "tool": "ctl__sleep", "concurrent": CONCURRENT},
-                   "jobs": {"per": "principal", "server": "jobs", "calls_per_minute": 2}},
+        "auth": {
+            "issuer": ISSUER,
+            "audience": AUDIENCE,
+            "jwks_file": str(directory / "jwks.json"),
+            "scopes_required": ["mcp"],
+        },
+        "limits": {
+            "echoes": {"per": "principal", "tool": "data__echo", "calls_per_minute": PER_MINUTE},
+            "sleeps": {"per": "principal", "tool": "ctl__sleep", "concurrent": CONCURRENT},
+            "jobs": {"per": "principal", "server": "jobs", "calls_per_minute": 2},
+        },
     }
     if redis_url is not None:
         toolsets["redis_url"] = redis_url
@@ -109,8 +125,10 @@ async def replicated(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
     directory = tmp_path_factory.mktemp("limits-replicas")
     async with redis_server(directory / "redis") as url:
         config, issuer, calls_log = write_site(directory, url)
-        async with serve_http(config, free_port(), "--replica-id", "r0", ready=(200,)) as first, \
-                serve_http(config, free_port(), "--replica-id", "r1", ready=(200,)) as second:
+        async with (
+            serve_http(config, free_port(), "--replica-id", "r0", ready=(200,)) as first,
+            serve_http(config, free_port(), "--replica-id", "r1", ready=(200,)) as second,
+        ):
             yield Site((f"{first}/mcp", f"{second}/mcp"), issuer, config, calls_log)
 
 
@@ -121,14 +139,19 @@ def site(request: pytest.FixtureRequest) -> Site:
 
 def http_for(token: str) -> httpx2.AsyncClient:
     """One HTTP client for many SDK clients of one principal (building one per SDK client costs more than its call)."""
-    return httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30,
-                              limits=httpx2.Limits(max_connections=None))
+    return httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {token}"}, timeout=30, limits=httpx2.Limits(max_connections=None)
+    )
 
 
 @asynccontextmanager
 async def session(url: str, http: httpx2.AsyncClient, mode: str, **options: Any) -> AsyncIterator[Client]:
-    async with Client(streamable_http_client(url, http_client=http), mode=mode,
-                      client_info=types.Implementation(name="ide", version="1"), **options) as connected:
+    async with Client(
+        streamable_http_client(url, http_client=http),
+        mode=mode,
+        client_info=types.Implementation(name="ide", version="1"),
+        **options,
+    ) as connected:
         yield connected
 
 
@@ -185,7 +208,8 @@ async def status(url: str, token: str) -> dict[str, Any]:
 
 
 async def test_fifty_clients_of_two_principals_one_hits_its_calls_per_minute_the_other_is_unaffected(
-        site: Site, request: pytest.FixtureRequest) -> None:
+    site: Site, request: pytest.FixtureRequest
+) -> None:
     heavy, light = f"heavy-{request.node.callspec.id}", f"light-{request.node.callspec.id}"
     before = await refusals(site, site.token(light), "echoes")
     results: dict[int, types.CallToolResult] = {}
@@ -196,8 +220,11 @@ async def test_fifty_clients_of_two_principals_one_hits_its_calls_per_minute_the
             results[index] = await call(c, "data__echo", {"text": f"{user} {index}"}, bridged=index % 4 >= 2)
 
     with anyio.fail_after(30):
-        async with http_for(site.token(heavy)) as heavy_http, http_for(site.token(light)) as light_http, \
-                anyio.create_task_group() as tg:
+        async with (
+            http_for(site.token(heavy)) as heavy_http,
+            http_for(site.token(light)) as light_http,
+            anyio.create_task_group() as tg,
+        ):
             for index in range(CLIENTS):
                 tg.start_soon(one_client, index)
 
@@ -216,15 +243,17 @@ async def test_fifty_clients_of_two_principals_one_hits_its_calls_per_minute_the
     for url in site.urls:  # every replica sees the heavy principal's spent minute
         async with client(url, site.token(heavy), "auto") as c:
             assert_rate_refusal(await c.call_tool("data__echo", {"text": f"{heavy} again"}))
-    usage = [entry for entry in (await status(site.urls[-1], site.token(light)))["limits"]
-             if entry["limit"] == "echoes"]
+    usage = [
+        entry for entry in (await status(site.urls[-1], site.token(light)))["limits"] if entry["limit"] == "echoes"
+    ]
     assert usage and usage[0]["calls_per_minute"] == PER_MINUTE
     assert {"key": label(heavy), "calls_last_minute": PER_MINUTE, "concurrent": 0} in usage[0]["usage"]
     assert f"{ISSUER}" not in json.dumps(usage) and heavy not in json.dumps(usage)  # every token holder reads it
 
 
 async def test_concurrent_calls_are_capped_per_principal_and_every_slot_comes_back(
-        site: Site, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    site: Site, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
     heavy, light = f"heavy-{request.node.callspec.id}", f"light-{request.node.callspec.id}"
     until = tmp_path / "done"
     started: list[types.CallToolResult] = []
@@ -232,10 +261,14 @@ async def test_concurrent_calls_are_capped_per_principal_and_every_slot_comes_ba
     async with AsyncExitStack() as stack:
         heavy_http = await stack.enter_async_context(http_for(site.token(heavy)))
         light_http = await stack.enter_async_context(http_for(site.token(light)))
-        heavy_clients = [await stack.enter_async_context(session(site.urls[i % len(site.urls)], heavy_http, mode_of(i)))
-                         for i in range(CONCURRENT + 4)]
-        light_clients = [await stack.enter_async_context(session(site.urls[-1 - i % len(site.urls)], light_http,
-                                                                 mode_of(i))) for i in range(CONCURRENT)]
+        heavy_clients = [
+            await stack.enter_async_context(session(site.urls[i % len(site.urls)], heavy_http, mode_of(i)))
+            for i in range(CONCURRENT + 4)
+        ]
+        light_clients = [
+            await stack.enter_async_context(session(site.urls[-1 - i % len(site.urls)], light_http, mode_of(i)))
+            for i in range(CONCURRENT)
+        ]
         sleeping = {"seconds": 20, "steps": 200, "until": str(until)}
 
         async def hold(c: Client, index: int) -> None:
