@@ -145,11 +145,13 @@ def http_for(token: str) -> httpx2.AsyncClient:
 
 
 @asynccontextmanager
-async def session(url: str, http: httpx2.AsyncClient, mode: str, **options: Any) -> AsyncIterator[Client]:
+async def session(
+    url: str, http: httpx2.AsyncClient, mode: str, name: str = "ide", **options: Any
+) -> AsyncIterator[Client]:
     async with Client(
         streamable_http_client(url, http_client=http),
         mode=mode,
-        client_info=types.Implementation(name="ide", version="1"),
+        client_info=types.Implementation(name=name, version="1"),
         **options,
     ) as connected:
         yield connected
@@ -216,7 +218,8 @@ async def test_fifty_clients_of_two_principals_one_hits_its_calls_per_minute_the
 
     async def one_client(index: int) -> None:
         user, http = (heavy, heavy_http) if index < HEAVY else (light, light_http)
-        async with session(site.urls[index % len(site.urls)], http, mode_of(index)) as c:
+        # A client name of its own each: the count is the principal's, whatever its clients call themselves.
+        async with session(site.urls[index % len(site.urls)], http, mode_of(index), f"agent-{index}") as c:
             results[index] = await call(c, "data__echo", {"text": f"{user} {index}"}, bridged=index % 4 >= 2)
 
     with anyio.fail_after(30):
