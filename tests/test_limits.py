@@ -10,9 +10,11 @@ from typing import Any
 
 import anyio
 import pytest
+from inprocess import Upstream, gateway, tool
+from mcp import Client, types
 from redis.asyncio import Redis
 
-from proxy.config import LimitRule, load_config
+from proxy.config import LimitRule, ToolsetsConfig, load_config
 from proxy.errors import LimitReached
 from proxy.replicated import (
     WINDOW,
@@ -203,6 +205,33 @@ async def test_a_call_no_limit_names_takes_nothing() -> None:
         async with limits.hold(principal=ALICE, profile="default", server="time", tool="time__now"):
             pass
     assert limits.store.usage() == {}
+
+
+# --- over a local connection (the real SDK client and server in memory, both eras) ----------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_the_local_client_is_one_principal_and_a_refused_call_never_reaches_the_upstream(mode: str) -> None:
+    upstream = Upstream("git", [tool("status"), tool("log")])
+    toolsets = ToolsetsConfig.model_validate(
+        {"core": ["git__status"], "limits": {"git": {"per": "principal", "server": "git", "calls_per_minute": 3}}}
+    )
+    async with gateway([upstream], toolsets) as harness:
+        for _ in range(2):  # two connections of the one local client share its count
+            async with Client(harness.server, mode=mode) as client:
+                assert not (await client.call_tool("git__status", {})).is_error
+        async with Client(harness.server, mode=mode) as client:
+            assert not (await client.call_tool("tool_call", {"name": "git__log", "arguments": {}})).is_error
+            refused = [
+                await client.call_tool("git__status", {}),
+                await client.call_tool("tool_call", {"name": "git__log", "arguments": {}}),
+            ]
+    for result in refused:
+        said = "".join(block.text for block in result.content if isinstance(block, types.TextContent))
+        assert result.is_error and said.startswith("limit 'git' reached (3 calls per minute per principal on server")
+    assert len(upstream.calls) == 3
+    assert harness.handlers.calls.limits.refused == {"git": 2}
 
 
 # --- the Redis store ------------------------------------------------------------------------------------
