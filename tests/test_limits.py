@@ -207,6 +207,18 @@ async def test_a_call_no_limit_names_takes_nothing() -> None:
     assert limits.store.usage() == {}
 
 
+@pytest.mark.anyio
+async def test_the_report_shows_the_busiest_principals_first_and_at_most_a_hundred() -> None:
+    limits = Limits({"busy": rule(calls_per_minute=1000)})
+    for index in range(150):
+        for _ in range(1 + (index == 77) * 4):
+            async with limits.hold(principal=f"oauth:{index}", profile="default", server="s", tool="s__t"):
+                pass
+    (report,) = limits.report()
+    assert report["counted"] == 150 and len(report["usage"]) == 100
+    assert report["usage"][0] == {"key": principal_label("oauth:77"), "calls_last_minute": 5, "concurrent": 0}
+
+
 # --- over a local connection (the real SDK client and server in memory, both eras) ----------------------
 
 

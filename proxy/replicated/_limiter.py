@@ -23,6 +23,7 @@ from proxy.replicated._limits import Bucket, Kind, buckets, principal_label
 
 __all__ = ["Limits"]
 
+MAX_REPORTED = 100  # principals shown per limit in `/status`: a team endpoint may have thousands
 RELEASE_TIMEOUT = 5.0  # a release that cannot reach the store gives up; a Redis lease then expires by itself
 
 
@@ -77,26 +78,34 @@ class Limits:
                 await self.store.renew(held, lease)
 
     def report(self) -> list[dict[str, Any]]:
-        """Each limit with its refusals and the usage of each principal or profile it counts (`/status`)."""
+        """Each limit with its refusals and the usage of the principals or profiles it counts, busiest first
+        and at most `MAX_REPORTED` of them (`/status`; `counted` says how many there are)."""
         usage = self.store.usage()
-        return [
-            {
-                "limit": name,
-                "per": rule.per,
-                "server": rule.server,
-                "tool": rule.tool,
-                "calls_per_minute": rule.calls_per_minute,
-                "concurrent": rule.concurrent,
-                "refused": self.refused[name],
-                "usage": [
-                    {
-                        "key": principal_label(key) if rule.per == "principal" else key,
-                        "calls_last_minute": counted.calls,
-                        "concurrent": counted.held,
-                    }
-                    for (limit, key), counted in usage.items()
-                    if limit == name
-                ],
-            }
-            for name, rule in self.rules.items()
-        ]
+        report = []
+        for name, rule in self.rules.items():
+            counted = sorted(
+                ((key, used) for (limit, key), used in usage.items() if limit == name),
+                key=lambda item: (-item[1].held, -item[1].calls, item[0]),
+            )
+            shown = [
+                {
+                    "key": principal_label(key) if rule.per == "principal" else key,
+                    "calls_last_minute": used.calls,
+                    "concurrent": used.held,
+                }
+                for key, used in counted[:MAX_REPORTED]
+            ]
+            report.append(
+                {
+                    "limit": name,
+                    "per": rule.per,
+                    "server": rule.server,
+                    "tool": rule.tool,
+                    "calls_per_minute": rule.calls_per_minute,
+                    "concurrent": rule.concurrent,
+                    "refused": self.refused[name],
+                    "counted": len(counted),
+                    "usage": shown,
+                }
+            )
+        return report
