@@ -14,6 +14,7 @@ from inprocess import Upstream, gateway, tool
 from mcp import Client, types
 from redis.asyncio import Redis
 
+from proxy.cli._reports import print_status
 from proxy.config import LimitRule, ToolsetsConfig, load_config
 from proxy.errors import LimitReached
 from proxy.replicated import (
@@ -217,6 +218,25 @@ async def test_the_report_shows_the_busiest_principals_first_and_at_most_a_hundr
     (report,) = limits.report()
     assert report["counted"] == 150 and len(report["usage"]) == 100
     assert report["usage"][0] == {"key": principal_label("oauth:77"), "calls_last_minute": 5, "concurrent": 0}
+
+
+def test_toolbridge_status_prints_each_limit_with_its_busiest_principal(capsys: pytest.CaptureFixture[str]) -> None:
+    limit = {
+        "limit": "echoes",
+        "per": "principal",
+        "server": None,
+        "tool": "data__echo",
+        "calls_per_minute": 12,
+        "concurrent": 2,
+        "refused": 28,
+        "counted": 2,
+        "usage": [{"key": "user:0123456789ab", "calls_last_minute": 12, "concurrent": 1}],
+    }
+    print_status({"upstreams": [], "profiles": {}, "config_problems": [], "limits": [limit]})
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "limit echoes: 12 calls per minute and 2 at once, per principal on data__echo; 28 refused; busiest of 2: "
+        "user:0123456789ab, 12 calls in the last minute, 1 running"
+    )
 
 
 # --- over a local connection (the real SDK client and server in memory, both eras) ----------------------
