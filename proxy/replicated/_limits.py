@@ -9,6 +9,7 @@ when the oldest call in the way ages out. Its concurrent calls are slots held wh
 from __future__ import annotations
 
 import hashlib
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -93,10 +94,10 @@ def window_wait(stamps: Sequence[float], now: float, allowed: int) -> float:
     Calls older than `WINDOW` no longer count; with `allowed` or more left, the one that must age out is
     the `allowed`-th newest (a reload may have lowered the limit below what was already spent).
     """
-    recent = [stamp for stamp in stamps if stamp > now - WINDOW]
-    if len(recent) < allowed:
+    counted = len(stamps) - bisect_right(stamps, now - WINDOW)
+    if counted < allowed:
         return 0.0
-    return recent[-allowed] + WINDOW - now
+    return stamps[len(stamps) - allowed] + WINDOW - now
 
 
 def principal_label(principal: str) -> str:
