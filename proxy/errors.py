@@ -15,7 +15,7 @@
         ├── BridgeError                      a malformed bridge call (wrong types, too many names)
         ├── UnknownTool(name, suggestions)   no such tool, or one outside the session's scope: the same answer
         ├── DeferredTool(name)               called directly, but only `tool_call` reaches it
-        ├── LimitReached(limit, rule, retry_after)  a `limits:` entry allows no more calls now
+        ├── LimitReached(limit, allows, retry_after)  a `limits:` entry allows no more calls now
         └── InvalidArguments(message, path, constraint, input_schema)
 
 `str()` of any of them is safe to show a user: string arguments are redacted on the way in, and

@@ -78,7 +78,7 @@ class Handlers:
         self.tasks = tasks or Tasks.alone(upstreams)
         self.calls = ToolCalls(views, upstreams, self._view, self._await_startup, self.promoter, self.logs,
                                self.round_trips, self.tasks, large_results=large_results, on_call=on_call,
-                               limits=limits or Limits({}))
+                               limits=limits)
         self.streams = ListenStreams(notifier, self.resources, self.view_of, self.forget)
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
