@@ -313,22 +313,24 @@ async def limit_usage(site: Site, token: str, limit: str) -> dict[str, int]:
     return found
 
 
-async def test_a_cancelled_or_dropped_call_gives_its_slot_back(one: Site) -> None:
+async def test_a_cancelled_or_dropped_call_gives_its_slot_back(site: Site) -> None:
     """A handshake-era client cancels its call (`notifications/cancelled`); a 2026-era one drops the request."""
-    token = one.token("canceller")
+    token = site.token("canceller")
     for attempt in range(CONCURRENT + 2):
-        async with client(one.urls[0], token, mode_of(attempt)) as c, anyio.create_task_group() as tg:
+        url = site.urls[attempt % len(site.urls)]
+        async with client(url, token, mode_of(attempt)) as c, anyio.create_task_group() as tg:
             tg.start_soon(c.call_tool, "ctl__sleep", {"seconds": 20, "steps": 200})
             with anyio.fail_after(10):  # the call holds its slot
-                while not (await limit_usage(one, token, "sleeps")).get(label("canceller")):
+                while not (await limit_usage(site, token, "sleeps")).get(label("canceller")):
                     await anyio.sleep(0.05)
             tg.cancel_scope.cancel()
         with anyio.fail_after(10):
-            while (await limit_usage(one, token, "sleeps")).get(label("canceller")):
+            while (await limit_usage(site, token, "sleeps")).get(label("canceller")):
                 await anyio.sleep(0.05)
-    async with client(one.urls[0], token, "auto") as c:
-        result = await c.call_tool("ctl__sleep", {"seconds": 0.01, "steps": 1})
-    assert not result.is_error, text(result)
+    for url in site.urls:
+        async with client(url, token, "auto") as c:
+            result = await c.call_tool("ctl__sleep", {"seconds": 0.01, "steps": 1})
+        assert not result.is_error, text(result)
 
 
 async def test_a_call_that_becomes_a_task_counts_against_the_limit(one: Site) -> None:
