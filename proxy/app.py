@@ -47,7 +47,7 @@ from proxy.errors import remember_secrets
 from proxy.ops import AuditLog, Metrics, reload_on_sighup, status_report, watch_config
 from proxy.protocol import Notice, NoticeSink
 from proxy.registry import Registry
-from proxy.replicated import SharedState, open_shared_state
+from proxy.replicated import Limits, SharedState, open_shared_state
 from proxy.upstream import DiskCatalogCache, FingerprintStore, Fleet, FleetSettings, ToolGate, config_key
 from proxy.views import Views
 
@@ -69,6 +69,7 @@ class Gateway:
     """What the upstreams said that no call claimed, for the downstream handlers to deliver."""
     shared: SharedState
     gate: ToolGate
+    limits: Limits
 
     async def wait_until_ready(self, timeout: float) -> bool:
         """Wait (bounded) until every upstream has connected or failed once (a lazy one is not started)."""
@@ -82,7 +83,7 @@ class Gateway:
                 "servers": {s.name: s.state.value for s in self.fleet.status()}}
 
     def status(self) -> dict[str, Any]:
-        return status_report(self.config, self.fleet, self.views, self.gate.store)
+        return status_report(self.config, self.fleet, self.views, self.gate.store, self.limits)
 
     def reload(self) -> None:
         """Re-read the config dir: start added servers, stop removed ones, restart changed ones, and
@@ -96,6 +97,7 @@ class Gateway:
             config.toolsets = config.toolsets.model_copy(update={"auth": self.config.toolsets.auth})
         self.fleet.update(config.upstreams)
         self.views.update_toolsets(config.toolsets)
+        self.limits.update(config.toolsets.limits)
         self.config = config
 
 
@@ -185,13 +187,15 @@ async def run_gateway(
                       cache=shared_cache or DiskCatalogCache(cache_dir(config) / "catalogs"))
         views = Views(registry, config.toolsets, fleet.availability, default_context_tokens=context_tokens,
                       cache_dir=embedding_cache_dir(config), catalogs=catalogs, settled=fleet.ready)
+        limits = Limits(settings.limits, shared.limit_store())
+        await tg.start(limits.run)
         await tg.start(gate.follow, fleet.republish)
         await tg.start(fleet.run)
         await tg.start(views.index_when_idle)
         if views.semantic is not None:
             await tg.start(keep_embeddings, views.semantic, registry)
         try:
-            yield Gateway(config, registry, fleet, views, unclaimed, shared, gate)
+            yield Gateway(config, registry, fleet, views, unclaimed, shared, gate, limits)
         finally:
             tg.cancel_scope.cancel()
 
@@ -277,12 +281,12 @@ async def _serve(
         async with run_gateway(config, context_tokens=context_tokens, redis_url=redis_url, audit=audit) as gateway:
             notifier = ChangeNotifier(gateway.views, Promoter(gateway.views, gateway.shared.promotions()))
             await tg.start(notifier.run)
-            metrics = Metrics(gateway.fleet, gateway.views, notifier, gateway.gate.store,
+            metrics = Metrics(gateway.fleet, gateway.views, notifier, gateway.gate.store, gateway.limits,
                               top_tools=config.toolsets.metrics.top_tools)
             handlers = Handlers(gateway.views, gateway.fleet, notifier, fleet_ready=gateway.fleet.ready,
                                 fleet_started=gateway.fleet.started,
                                 startup_wait=config.toolsets.startup_wait, profile=profile,
-                                on_call=_call_observers(metrics, audit),
+                                on_call=_call_observers(metrics, audit), limits=gateway.limits,
                                 large_results=LargeResults(gateway.shared.results,
                                                            config.toolsets.large_results.max_chars),
                                 tasks=await _tasks(gateway, http),

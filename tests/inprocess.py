@@ -17,7 +17,7 @@ from proxy.config import ToolsetsConfig
 from proxy.downstream import ChangeNotifier, Handlers, LargeResults, build_server
 from proxy.protocol import BackChannel, CacheHint, ListKind, Notice, NoticeSink, ProgressCallback, ServerTraits
 from proxy.registry import Registry
-from proxy.replicated import MemoryResultStore
+from proxy.replicated import Limits, MemoryResultStore
 from proxy.upstream import InFlight, client_callbacks
 from proxy.views import Views
 
@@ -150,7 +150,7 @@ async def gateway(
         notifier = ChangeNotifier(views)
         large = LargeResults(MemoryResultStore(ttl=60, max_chars=10_000_000), views.toolsets.large_results.max_chars)
         handlers = Handlers(views, caller, notifier, fleet_ready=ready, startup_wait=0, profile=profile,
-                            large_results=large, notices=notices)
+                            large_results=large, notices=notices, limits=Limits(views.toolsets.limits))
         async with anyio.create_task_group() as tg:
             await tg.start(notifier.run)
             await tg.start(handlers.run)

@@ -68,6 +68,22 @@ def print_status(report: dict[str, Any]) -> None:
     for change in report.get("tool_changes", []):
         print(escape(f"tool {change['kind']}: {change['server']} {change['tool']} (seen {change['seen']}), "
                      f"{'withheld' if change['held'] else 'served'} until `toolbridge approve {change['server']}`"))
+    for limit in report.get("limits", []):
+        print(escape(_limit_line(limit)))
     for entry in report.get("shadowed_uris", []):
         print(escape(f"shadowed {entry['kind']}: {entry['uri']} is listed by {', '.join(entry['servers'])} "
                      f"(reachable as {', '.join(entry['reachable_as'])})"))
+
+
+def _limit_line(limit: dict[str, Any]) -> str:
+    """One `limits:` entry of a `/status` report: what it allows, its refusals, its busiest principal or profile."""
+    target = f" on {limit['tool']}" if limit.get("tool") else ""
+    target = target or (f" on server {limit['server']}" if limit.get("server") else "")
+    allows = [f"{limit['calls_per_minute']} calls per minute"] if limit.get("calls_per_minute") else []
+    allows += [f"{limit['concurrent']} at once"] if limit.get("concurrent") else []
+    line = f"limit {limit['limit']}: {' and '.join(allows)}, per {limit['per']}{target}; {limit['refused']} refused"
+    if limit["usage"]:
+        busiest = limit["usage"][0]
+        line += (f"; busiest of {limit['counted']}: {busiest['key']}, {busiest['calls_last_minute']} calls in the "
+                 f"last minute, {busiest['concurrent']} running")
+    return line

@@ -39,6 +39,7 @@ from proxy.downstream.session import (
     promotion_key,
 )
 from proxy.protocol import BackChannel, Notice
+from proxy.replicated import Limits
 from proxy.views import SessionView, Views
 
 
@@ -60,6 +61,7 @@ class Handlers:
         tasks: Tasks | None = None,
         request_states: RequestStates | None = None,
         notices: MemoryObjectReceiveStream[Notice] | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.notices = notices
         self.large_results = large_results
@@ -78,7 +80,8 @@ class Handlers:
         self.promoter = notifier.promoter
         self.tasks = tasks or Tasks.alone(upstreams)
         self.calls = ToolCalls(views, upstreams, self._view, self._await_startup, self.promoter, self.logs,
-                               self.round_trips, self.tasks, large_results=large_results, on_call=on_call)
+                               self.round_trips, self.tasks, large_results=large_results, on_call=on_call,
+                               limits=limits)
         self.streams = ListenStreams(notifier, self.resources, self.view_of, self.forget)
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:

@@ -12,6 +12,7 @@ from prometheus_client.registry import Collector
 
 from proxy.downstream import BRIDGE_SERVER, CallRecord, ChangeNotifier
 from proxy.names import BRIDGE_NAMES
+from proxy.replicated import Limits
 from proxy.upstream import FingerprintStore, Fleet, UpstreamState
 from proxy.views import Views
 
@@ -51,8 +52,9 @@ def quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float | None:
 class _StateCollector(Collector):
     """What the fleet and the surfaces look like right now, read at each scrape."""
 
-    def __init__(self, fleet: Fleet, views: Views, notifier: ChangeNotifier, store: FingerprintStore) -> None:
-        self.fleet, self.views, self.notifier, self.store = fleet, views, notifier, store
+    def __init__(self, fleet: Fleet, views: Views, notifier: ChangeNotifier, store: FingerprintStore, limits: Limits
+                 ) -> None:
+        self.fleet, self.views, self.notifier, self.store, self.limits = fleet, views, notifier, store, limits
 
     def collect(self) -> Iterator[Metric]:
         server = ["server"]
@@ -82,14 +84,18 @@ class _StateCollector(Collector):
                                 value=self.notifier.sessions)
         yield CounterMetricFamily("toolbridge_list_changed_sent", "tools/list_changed notifications sent",
                                   value=self.notifier.sent)
+        refused = CounterMetricFamily("toolbridge_limit_refusals", "Tool calls refused by a `limits:` entry",
+                                      labels=["limit"])
+        for limit in sorted({*self.limits.rules, *self.limits.refused}):
+            refused.add_metric([limit], self.limits.refused[limit])
+        yield refused
 
 
 class Metrics:
     """One gateway's metrics, in a registry of its own (never the process-global one)."""
 
-    def __init__(
-        self, fleet: Fleet, views: Views, notifier: ChangeNotifier, store: FingerprintStore, *, top_tools: int
-    ) -> None:
+    def __init__(self, fleet: Fleet, views: Views, notifier: ChangeNotifier, store: FingerprintStore, limits: Limits,
+                 *, top_tools: int) -> None:
         self.registry = CollectorRegistry()
         self.top_tools = top_tools
         self._labelled: set[str] = set()
@@ -103,7 +109,7 @@ class Metrics:
                                  buckets=_LATENCY_BUCKETS, registry=self.registry)
         self.search = Histogram("toolbridge_search_seconds", "tool_search latency", buckets=_LATENCY_BUCKETS,
                                 registry=self.registry)
-        self.registry.register(_StateCollector(fleet, views, notifier, store))
+        self.registry.register(_StateCollector(fleet, views, notifier, store, limits))
 
     def _tool_label(self, record: CallRecord) -> str:
         """The first `top_tools` tools called get a series each; later ones share `other` (bounded cardinality).

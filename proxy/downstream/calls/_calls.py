@@ -40,6 +40,7 @@ from proxy.downstream.session import (
 from proxy.errors import DeferredTool, InvalidArguments, ToolbridgeError, UnknownTool, UpstreamError, redact
 from proxy.protocol import HandedOver, rewrite_ui_result
 from proxy.registry import ToolEntry
+from proxy.replicated import Limits
 from proxy.views import SessionView, Views
 
 logger = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ class ToolCalls:
         *,
         large_results: LargeResults | None = None,
         on_call: CallObserver | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.views = views
         self.upstreams = upstreams
@@ -75,6 +77,7 @@ class ToolCalls:
         self.tasks = tasks
         self.large_results = large_results
         self.on_call = on_call
+        self.limits = limits or Limits({})
 
     async def call_tool(
         self, ctx: RequestContext, params: types.CallToolRequestParams
@@ -103,7 +106,8 @@ class ToolCalls:
         error: Exception | None = None
         session = promotion_key(ctx)
         try:
-            result = await self._dispatch(session, view, params.name, arguments, channel, target, handshake_era(ctx))
+            result = await self._dispatch(session, view, params.name, arguments, channel, target, handshake_era(ctx),
+                                          caller(ctx).principal)
         except InvalidArguments as exc:
             error = exc
             payload = {"error": str(exc), "path": exc.path, "constraint": exc.constraint}
@@ -126,7 +130,7 @@ class ToolCalls:
 
     async def _dispatch(
         self, session: Hashable | None, view: SessionView, name: str, arguments: dict[str, Any],
-        channel: Channel, target: list[ToolEntry], legacy: bool,
+        channel: Channel, target: list[ToolEntry], legacy: bool, principal: str,
     ) -> types.CallToolResult:
         """Bridge tools answer in every tier: a client may hold a list from before a change."""
         if name == "tool_search":
@@ -142,7 +146,7 @@ class ToolCalls:
         if name == "tool_call":
             prepared = await bridge.prepare_call(self.views, view, arguments)
             target.append(prepared.entry)
-            return await self._forward(view, prepared.entry, prepared.arguments, channel)
+            return await self._forward(view, prepared.entry, prepared.arguments, channel, principal)
         if view.surface.tier != "bridge":
             direct = name in view.scope
         elif not (direct := name in view.core or name in self.promoter.promoted(session, view)):
@@ -157,14 +161,18 @@ class ToolCalls:
             raise UnknownTool(name, list(view.app_calls.get(name, ())) or bridge.suggest(view, name),
                               searchable=view.surface.tier == "bridge")
         target.append(entry)
-        return await self._forward(view, entry, await check_call(arguments, entry), channel)
+        return await self._forward(view, entry, await check_call(arguments, entry), channel, principal)
 
-    async def _forward(self, view: SessionView, entry: ToolEntry, arguments: dict[str, Any], channel: Channel
-                       ) -> types.CallToolResult:
-        """The upstream's result, its resource links under URIs that read back from that server in this session."""
-        with upstream_span(entry.server, "tools/call", entry.raw_name, tool_attributes(entry.raw_name)) as span:
-            result = record_tool_result(span, await self.upstreams.call_tool(
-                entry.server, entry.raw_name, arguments, progress_callback=channel.progress, channel=channel))
+    async def _forward(self, view: SessionView, entry: ToolEntry, arguments: dict[str, Any], channel: Channel,
+                       principal: str) -> types.CallToolResult:
+        """The upstream's result, its resource links under URIs that read back from that server in this session.
+
+        Every way to an upstream tool passes here, so `limits:` are applied here: a refused call asks nothing.
+        """
+        async with self.limits.hold(principal=principal, profile=view.profile, server=entry.server, tool=entry.name):
+            with upstream_span(entry.server, "tools/call", entry.raw_name, tool_attributes(entry.raw_name)) as span:
+                result = record_tool_result(span, await self.upstreams.call_tool(
+                    entry.server, entry.raw_name, arguments, progress_callback=channel.progress, channel=channel))
         result = rewrite_ui_result(scrub_error_result(result), entry.server)
         result.content = [view.catalog.addressed(entry.server, block) for block in result.content]
         return result
