@@ -1,6 +1,6 @@
 """`limits:`: the window arithmetic and rule matching (pure), the in-process and Redis stores (a real
 redis-server), `Limits.hold` releasing its slots however a call ends, and the config's file:line problems.
-The end-to-end runs are in tests/e2e/test_limits.py."""
+The end-to-end runs are in tests/e2e/test_limited_calls.py."""
 
 from __future__ import annotations
 
