@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from conftest import free_port
 from fleetdir import CATALOG_SERVER, REPO, calls, serve_http, serve_stdio
@@ -117,8 +118,8 @@ async def test_a_renamed_tool_is_listed_searched_described_and_called_under_its_
     async with Client(serve_stdio(config), mode=mode) as client:
         era(client, mode)
         catalog = await listing(client)
-        assert "- post: Post a chat note to a room." in catalog
-        assert "- list_rooms: Enumerate the lobbies a bot may join." in catalog
+        assert "- chat__post: Post a chat note to a room." in catalog
+        assert "- chat__list_rooms: Enumerate the lobbies a bot may join." in catalog
         assert "acme" not in catalog.lower() and "MUST" not in catalog
 
         found = await search(client, "chat note room")
@@ -129,7 +130,7 @@ async def test_a_renamed_tool_is_listed_searched_described_and_called_under_its_
         lobbies = await search(client, "lobbies")
         assert lobbies["results"][0]["matches"] == ["chat__list_rooms"]
         assert lobbies["tools"]["chat__list_rooms"]["description"] == "Enumerate the lobbies a bot may join."
-        for gone in ("acme", "acme_post_message", "workspace"):  # neither its old name nor its hidden text
+        for gone in ("acme", "messaging", "workspace"):  # neither its old words nor its hidden parameter
             assert not (await search(client, gone))["results"][0]["matches"], gone
 
         described = await bridge(client, "tool_describe", {"names": ["chat__post", "chat__acme_post_message"]})
@@ -219,12 +220,15 @@ overrides:
 
 
 def test_two_renames_to_one_name_fail_check_without_a_catalog(config: Path) -> None:
+    """Neither is applied (which would win is not the file's order to decide), so both are reported."""
     chat = chat_file(config, "overrides:\n  ping: {name: hello}\n  list_rooms: {name: hello}\n")
     checked = toolbridge("check", "--config-dir", str(config))
     assert checked.returncode == 1
     assert checked.stderr.splitlines() == [
+        f"error: {chat}:5: overrides.ping.name: 'hello' collides with tool list_rooms of server chat "
+        "(renamed 'hello'): both would be listed as chat__hello",
         f"error: {chat}:6: overrides.list_rooms.name: 'hello' collides with tool ping of server chat "
-        "(renamed 'hello'): both would be listed as chat__hello"
+        "(renamed 'hello'): both would be listed as chat__hello",
     ], checked.stderr
 
 
@@ -284,6 +288,7 @@ async def test_reloading_an_override_tells_only_the_sessions_whose_list_changed(
     ):
         pinged = await client.call_tool("tool_call", {"name": "chat__ping", "arguments": {}})
         assert json.loads(text(pinged))["tool"] == "ping"
+        connected = await connected_since(base, "chat")
         changed = first.changed
         chat.write_text(
             chat.read_text()
@@ -293,7 +298,7 @@ async def test_reloading_an_override_tells_only_the_sessions_whose_list_changed(
         with anyio.fail_after(15):
             await changed.wait()
         catalog = await listing(client)
-        assert "- send: Send a short note." in catalog and "- post:" not in catalog
+        assert "- chat__send: Send a short note." in catalog and "chat__post" not in catalog
         found = await search(client, "short note")
         assert found["results"][0]["matches"][0] == "chat__send"
         called = await client.call_tool("tool_call", {"name": "chat__send", "arguments": {"text": "re"}})
@@ -302,3 +307,10 @@ async def test_reloading_an_override_tells_only_the_sessions_whose_list_changed(
         assert gone.is_error
         assert other.changes == 0  # its profile sees only misc, whose tools did not change
         assert [c["tool"] for c in calls(config / "calls.jsonl")] == ["ping", "acme_post_message"]
+        assert await connected_since(base, "chat") == connected  # shown anew, not restarted
+
+
+async def connected_since(base: str, server: str) -> str:
+    async with httpx2.AsyncClient() as http:
+        report = (await http.get(f"{base}/status")).json()
+    return next(u["connected_since"] for u in report["upstreams"] if u["server"] == server)
