@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from proxy.config import (
     Config,
     ProfileConfig,
+    ToolOverride,
     ToolSearchSettings,
     ToolsetsConfig,
     UpstreamConfig,
@@ -191,6 +192,37 @@ def test_bad_value_points_at_its_line(tmp_path: Path) -> None:
     problem = only_problem(load(tmp_path))
     assert problem.reason.startswith("timeout:")
     assert problem.line == 3
+
+
+def test_overrides_load_keyed_by_raw_tool_name_with_values_from_the_environment(tmp_path: Path) -> None:
+    upstream(tmp_path, "s", """
+        command: uvx
+        overrides:
+          acme.post:
+            name: post
+            description: Post a note.
+            hide: [workspace]
+            defaults: {workspace: "${WORKSPACE}", count: 2}
+    """)
+    config = load_config(tmp_path, {"WORKSPACE": "W1"})
+    assert not config.problems
+    override = config.upstreams["s"].overrides["acme.post"]
+    assert override == ToolOverride(name="post", description="Post a note.", hide=("workspace",),
+                                    defaults={"workspace": "W1", "count": 2})
+    assert "W1" in config.secrets  # taken from the environment: redacted wherever it would be logged
+
+
+@pytest.mark.parametrize(("entry", "reason", "line"), [
+    ("name: 'two words'", "overrides.t.name: 'two words' is not a tool name: 1 to 64 of A-Z a-z 0-9 _ . -", 4),
+    ("name: ''", "overrides.t.name: '' is not a tool name: 1 to 64 of A-Z a-z 0-9 _ . -", 4),
+    ("hide: [a, a]", "overrides.t.hide: a parameter is listed twice", 4),
+    ("rename: x", "overrides.t.rename: unknown field", 4),
+    ("defaults: [a]", "overrides.t.defaults: Input should be a valid dictionary", 4),
+])
+def test_an_invalid_override_points_at_its_line(tmp_path: Path, entry: str, reason: str, line: int) -> None:
+    upstream(tmp_path, "s", f"command: uvx\noverrides:\n  t:\n    {entry}\n")
+    problem = only_problem(load(tmp_path))
+    assert (problem.reason, problem.line) == (reason, line)
 
 
 @pytest.mark.parametrize("timeout", ["0", "-5"])
