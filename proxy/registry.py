@@ -386,7 +386,7 @@ class Registry:
 
     def _follow(self, assigned: dict[str, dict[str, str]], skip: Collection[str]) -> None:
         for other, (_source, tools) in list(self._sources.items()):
-            current = {e.raw_name: e.name for e in self._by_server.get(other, {}).values()}
+            current = {e.base_name: e.name for e in self._by_server.get(other, {}).values()}
             if other not in skip and assigned[other] != current:
                 self._apply(other, tools, assigned[other])
 

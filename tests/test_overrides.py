@@ -43,8 +43,9 @@ def renames(**names: str) -> dict[str, ToolOverride]:
         (["a"], renames(missing="a"), {"a": "a"}, []),  # an override of a tool not listed does nothing
     ],
 )
-def test_shown_names(raws: list[str], overrides: dict[str, ToolOverride], shown: dict[str, str],
-                     dropped: list[str]) -> None:
+def test_shown_names(
+    raws: list[str], overrides: dict[str, ToolOverride], shown: dict[str, str], dropped: list[str]
+) -> None:
     for order in itertools.permutations(raws):  # the order tools are listed in never matters
         names, clashes = shown_names(order, overrides)
         assert names == shown
@@ -88,8 +89,10 @@ def test_a_hidden_parameter_is_gone_and_a_defaulted_one_is_shown_with_its_defaul
     assert "workspace" in SCHEMA["properties"] and SCHEMA["required"] == ["workspace", "text", "urgency"]
 
 
-@pytest.mark.parametrize("schema", [{"type": "object"}, {"properties": "junk", "required": "junk"},
-                                    {"properties": {"x": True}, "required": ["x"]}])
+@pytest.mark.parametrize(
+    "schema",
+    [{"type": "object"}, {"properties": "junk", "required": "junk"}, {"properties": {"x": True}, "required": ["x"]}],
+)
 def test_a_schema_of_another_shape_is_changed_only_where_it_can_be(schema: dict[str, Any]) -> None:
     shown = overridden_schema(schema, ToolOverride(hide=("y",), defaults={"x": 1}))
     assert shown == {**schema, **({"required": []} if isinstance(schema.get("required"), list) else {})}
@@ -109,11 +112,15 @@ def test_a_hidden_parameter_given_is_refused_with_the_schema_the_caller_sees() -
     preset = Preset(["workspace", "tenant"], {"workspace": "W1", "tenant": "T"})
     with pytest.raises(InvalidArguments) as refused:
         preset.refuse_hidden({"text": "hi", "workspace": "W2"}, {"type": "object"})
-    assert str(refused.value) == ("workspace is set by toolbridge's configuration and cannot be given: call the tool "
-                                  "without it")
-    assert (refused.value.path, refused.value.constraint, refused.value.input_schema) == \
-        ("arguments.workspace", "hidden", {"type": "object"})
-    with pytest.raises(InvalidArguments, match="^tenant, workspace are set"):
+    assert str(refused.value) == (
+        "workspace is set by toolbridge's configuration and cannot be given: call the tool without it"
+    )
+    assert (refused.value.path, refused.value.constraint, refused.value.input_schema) == (
+        "arguments.workspace",
+        "hidden",
+        {"type": "object"},
+    )
+    with pytest.raises(InvalidArguments, match=r"^tenant, workspace are set"):
         preset.refuse_hidden({"workspace": "W1", "tenant": "T"}, {})  # even its own value: never in silence
     preset.refuse_hidden({"text": "hi"}, {})
 
@@ -142,13 +149,21 @@ TOOLS = {"acme_post": SCHEMA, "list_rooms": {"type": "object", "properties": {}}
 
 
 def test_without_the_servers_tools_only_renames_that_clash_with_each_other_are_reported() -> None:
-    overrides = {"ping": ToolOverride(name="hello"), "list_rooms": ToolOverride(name="hello"),
-                 "nothing": ToolOverride(hide=("x",))}
+    overrides = {
+        "ping": ToolOverride(name="hello"),
+        "list_rooms": ToolOverride(name="hello"),
+        "nothing": ToolOverride(hide=("x",)),
+    }
     assert override_findings("chat", True, overrides, None) == [
-        (("overrides", "ping", "name"),
-         "'hello' collides with tool list_rooms of server chat (renamed 'hello'): both would be listed as chat__hello"),
-        (("overrides", "list_rooms", "name"),
-         "'hello' collides with tool ping of server chat (renamed 'hello'): both would be listed as chat__hello"),
+        (
+            ("overrides", "ping", "name"),
+            "'hello' collides with tool list_rooms of server chat (renamed 'hello'): "
+            "both would be listed as chat__hello",
+        ),
+        (
+            ("overrides", "list_rooms", "name"),
+            "'hello' collides with tool ping of server chat (renamed 'hello'): both would be listed as chat__hello",
+        ),
     ]
 
 
@@ -161,9 +176,14 @@ def test_with_the_servers_tools_every_override_that_cannot_apply_is_reported_in_
         "list_rooms": ToolOverride(hide=("anything",)),
     }
     assert override_findings("chat", True, overrides, TOOLS) == [
-        (("overrides", "ping", "name"),
-         "'list.rooms' collides with tool list_rooms of server chat: both would be listed as chat__list_rooms"),
-        (("overrides", "acme_post", "hide", 1), "'text' is required by tool acme_post of server chat and has no default"),
+        (
+            ("overrides", "ping", "name"),
+            "'list.rooms' collides with tool list_rooms of server chat: both would be listed as chat__list_rooms",
+        ),
+        (
+            ("overrides", "acme_post", "hide", 1),
+            "'text' is required by tool acme_post of server chat and has no default",
+        ),
         (("overrides", "acme_post", "hide", 2), "tool acme_post of server chat has no parameter 'nope'"),
         (("overrides", "acme_post", "defaults", "other"), "tool acme_post of server chat has no parameter 'other'"),
         (("overrides", "list_room"), "names no tool of server chat (3 tools); did you mean 'list_rooms'?"),
@@ -173,9 +193,11 @@ def test_with_the_servers_tools_every_override_that_cannot_apply_is_reported_in_
 
 
 def test_overrides_that_apply_are_not_reported() -> None:
-    overrides = {"acme_post": ToolOverride(name="post", hide=("workspace",), defaults={"workspace": "W1"}),
-                 "ping": ToolOverride(name="list_rooms_2", hide=("any",), defaults={"any": 1}),  # no properties: any
-                 "list_rooms": ToolOverride(name="ping")}
+    overrides = {
+        "acme_post": ToolOverride(name="post", hide=("workspace",), defaults={"workspace": "W1"}),
+        "ping": ToolOverride(name="list_rooms_2", hide=("any",), defaults={"any": 1}),  # no properties: any
+        "list_rooms": ToolOverride(name="ping"),
+    }
     assert override_findings("chat", True, overrides, TOOLS) == []
 
 
