@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from proxy.config import ToolOverride
 from proxy.names import BRIDGE_NAMES, NameSource, assign_names, server_toolset
-from proxy.overrides import Preset, overridden_schema, preset_of, shown_names
+from proxy.overrides import Preset, overridden_schema, override_findings, preset_of, shown_names
 from proxy.protocol import AppRole, app_role, rewrite_ui_meta
 from proxy.text import clean, clean_strings
 
@@ -215,19 +215,18 @@ def _pooled(fields: dict[str, Any], definitions: dict[bytes, bytes]) -> bytes:
 
 
 def _overridden(
-    server: str, by_raw: dict[str, ToolEntry], overrides: Mapping[str, ToolOverride], definitions: dict[bytes, bytes],
-    warn: Callable[[str], None],
+    server: str, by_raw: dict[str, ToolEntry], overrides: Mapping[str, ToolOverride], prefix: bool,
+    definitions: dict[bytes, bytes], warn: Callable[[str], None],
 ) -> dict[str, ToolEntry]:
-    """The server's tools by the names they are shown by, each as its override shows it. Without overrides,
-    `by_raw` itself: its entries are then the registered ones (one object a tool)."""
+    """The server's tools by the names they are shown by, each as its override shows it; what does not apply
+    as written is warned of, as `check` words it. Without overrides, `by_raw` itself: its entries are then the
+    registered ones (one object a tool)."""
     if not overrides:
         return by_raw
-    shown, clashes = shown_names(by_raw, overrides)
-    for clash in clashes:
-        warn(f"server {server}: tool {clash.raw!r} is not renamed {clash.name!r}: tool {clash.other!r} is listed "
-             f"as {clash.other_name!r}, which qualifies alike")
-    for raw in overrides.keys() - by_raw.keys():
-        warn(f"server {server}: overrides name a tool it does not list: {raw!r}")
+    schemas = {raw: entry.input_schema if raw in overrides else {} for raw, entry in by_raw.items()}
+    for where, reason in override_findings(server, prefix, overrides, schemas):
+        warn(f"server {server}: {'.'.join(map(str, where))}: {reason} (`toolbridge check` shows the line)")
+    shown, _ = shown_names(by_raw, overrides)
     return {shown[raw]: entry if (override := overrides.get(raw)) is None else
             entry.overridden(shown[raw], override, definitions) for raw, entry in by_raw.items()}
 
@@ -373,7 +372,7 @@ class Registry:
             self._sources.pop(server, None)
             return by_raw
         self._listed[server] = (by_raw, prefix)
-        by_name = _overridden(server, by_raw, self._overrides.get(server, {}), self._definitions, self._warn)
+        by_name = _overridden(server, by_raw, self._overrides.get(server, {}), prefix, self._definitions, self._warn)
         self._sources[server] = (NameSource(frozenset(by_name), prefix), by_name)
         return by_name
 

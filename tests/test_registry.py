@@ -502,7 +502,23 @@ def test_a_rename_that_clashes_is_not_applied_and_logged_once(caplog: pytest.Log
     assert sorted(registry.tools) == ["chat__acme_post", "chat__more", "chat__ping"]
     assert registry.get("chat__acme_post").description == "Post."  # type: ignore[union-attr]  # the rest applies
     assert [r.getMessage() for r in caplog.records] == [
-        "server chat: tool 'acme_post' is not renamed 'ping': tool 'ping' is listed as 'ping', which qualifies alike"]
+        "server chat: overrides.acme_post.name: 'ping' collides with tool ping of server chat: both would be listed "
+        "as chat__ping (`toolbridge check` shows the line)"]
+
+
+def test_what_an_override_cannot_do_is_logged_once_as_check_words_it(caplog: pytest.LogCaptureFixture) -> None:
+    registry = Registry()
+    registry.set_overrides("chat", {"acme_post": ToolOverride(hide=("text",)), "pong": ToolOverride(name="x")})
+    with caplog.at_level(logging.WARNING, logger="proxy.registry"):
+        registry.set_server_tools("chat", chat_tools())
+        registry.set_server_tools("chat", chat_tools())
+    assert [r.getMessage() for r in caplog.records] == [
+        "server chat: overrides.acme_post.hide.0: 'text' is required by tool acme_post of server chat and has no "
+        "default (`toolbridge check` shows the line)",
+        "server chat: overrides.pong: names no tool of server chat (2 tools); did you mean 'ping'? "
+        "(`toolbridge check` shows the line)",
+    ]
+    assert "text" not in registry.get("chat__acme_post").input_schema["properties"]  # type: ignore[union-attr]
 
 
 def test_a_renamed_tool_of_an_unprefixed_server_keeps_its_new_bare_name() -> None:
