@@ -144,7 +144,7 @@ def override_findings(
     """Why overrides would not apply as written, in file order: renames that clash, and, where the server's
     tools are known (`tools`: raw name → input schema, from its catalog), overrides of tools it lacks,
     parameters it lacks, and a required parameter hidden without a default (no call could succeed)."""
-    _, clashes = shown_names(overrides if tools is None else [*tools, *overrides], overrides)
+    _, clashes = shown_names(overrides if tools is None else tools, overrides)  # as the registry applies them
     reasons: dict[str, list[Finding]] = {}
     for clash in clashes:
         renamed = f" (renamed {clash.other_name!r})" if clash.other_name != clash.other else ""

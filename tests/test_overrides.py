@@ -192,6 +192,13 @@ def test_with_the_servers_tools_every_override_that_cannot_apply_is_reported_in_
     ]
 
 
+def test_an_override_of_a_tool_the_server_lacks_clashes_with_nothing() -> None:
+    overrides = {"gone": ToolOverride(name="ping"), "list_rooms": ToolOverride(name="gone")}
+    assert override_findings("chat", True, overrides, TOOLS) == [
+        (("overrides", "gone"), "names no tool of server chat (3 tools)")
+    ]
+
+
 def test_overrides_that_apply_are_not_reported() -> None:
     overrides = {
         "acme_post": ToolOverride(name="post", hide=("workspace",), defaults={"workspace": "W1"}),
