@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -822,6 +823,27 @@ def test_check_reports_a_typo_once_with_its_line_and_fails(tmp_path: Path, capsy
     out, err = capsys.readouterr()
     assert out.strip() == "1 upstream(s) valid, 1 problem(s)"
     assert err.count("nosuchset") == 1 and "toolsets.yaml:2:" in err
+
+
+def test_check_judges_core_tools_by_the_names_overrides_give_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A renamed tool is named by its new name in toolsets.yaml; its upstream name no longer names it."""
+    from mcp import types
+
+    from proxy.app import cache_dir
+    from proxy.cli import main
+    from proxy.upstream import DiskCatalogCache
+
+    upstream(tmp_path, "chat", f"command: {sys.executable}\noverrides:\n  acme_post: {{name: post}}\n")
+    write(tmp_path / "toolsets.yaml", "core: [chat__post, chat__acme_post]\n")
+    config = load(tmp_path)
+    tool = types.Tool(name="acme_post", input_schema={"type": "object"})
+    DiskCatalogCache(cache_dir(config) / "catalogs").store(config.upstreams["chat"], [tool])
+    assert main(["check", "--config-dir", str(tmp_path)]) == 1
+    _, err = capsys.readouterr()
+    assert err.splitlines() == [f"error: {tmp_path / 'toolsets.yaml'}:1: core.1: 'chat__acme_post' names no tool of "
+                                "server chat (1 tools); did you mean 'chat__post'?"]
 
 
 def test_every_validation_error_of_a_file_is_named_with_its_line(tmp_path: Path) -> None:
