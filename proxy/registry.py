@@ -23,7 +23,9 @@ from mcp import types
 from mcp_types.methods import SERVER_RESULTS, serialize_server_result
 from pydantic import ValidationError
 
+from proxy.config import ToolOverride
 from proxy.names import BRIDGE_NAMES, NameSource, assign_names, server_toolset
+from proxy.overrides import Preset, overridden_schema, override_findings, preset_of, shown_names
 from proxy.protocol import AppRole, app_role, rewrite_ui_meta
 from proxy.text import clean, clean_strings
 
@@ -124,7 +126,12 @@ def _as_shown(server: str, tool: types.Tool, name: str) -> types.Tool:
 
 
 class ToolEntry:
-    """One registered upstream tool. `tool` is the upstream definition, renamed to `name`.
+    """One registered upstream tool. `tool` is the upstream definition, renamed to `name`, as its override
+    (if any) shows it.
+
+    `raw_name` is the upstream's own name (what a call is routed by), `base_name` the name the tool is
+    shown by before qualification (the override's, when it renames the tool), and `preset` what an
+    override does to each call's arguments (`overrides.Preset`).
 
     Held compactly, for fleets of tens of thousands of tools: the definition minus its description
     as compressed JSON (a parsed schema costs ~9 KB of Python objects per tool), rebuilt on demand
@@ -132,12 +139,13 @@ class ToolEntry:
     every listing and search result reads it, and so does its MCP Apps role (`app`).
     """
 
-    __slots__ = ("_description", "_wire", "app", "name", "raw_name", "server")
+    __slots__ = ("_description", "_wire", "app", "base_name", "name", "preset", "raw_name", "server")
 
     def __init__(self, name: str, server: str, raw_name: str, description: str | None, wire: bytes,
-                 app: AppRole | None = None) -> None:
+                 app: AppRole | None = None, base_name: str | None = None, preset: Preset | None = None) -> None:
         self.name, self.server, self.raw_name = name, server, raw_name
-        self._description, self._wire, self.app = description, wire, app
+        self.base_name = raw_name if base_name is None else base_name
+        self._description, self._wire, self.app, self.preset = description, wire, app, preset
 
     @classmethod
     def shown(cls, server: str, raw_name: str, tool: types.Tool, definitions: dict[bytes, bytes]) -> ToolEntry:
@@ -148,13 +156,25 @@ class ToolEntry:
         """
         tool = _as_shown(server, tool, raw_name)
         rest = tool.model_dump(by_alias=True, exclude_none=True, mode="json", exclude={"name", "description"})
-        wire = zlib.compress(json.dumps(rest, separators=(",", ":")).encode(), 6)
         description = None if tool.description is None else sys.intern(tool.description)
-        return cls(raw_name, server, raw_name, description, definitions.setdefault(wire, wire), app_role(tool.meta))
+        return cls(raw_name, server, raw_name, description, _pooled(rest, definitions), app_role(tool.meta))
 
     def renamed(self, name: str) -> ToolEntry:
         """The same tool under another name; the definition is shared, not copied."""
-        return ToolEntry(name, self.server, self.raw_name, self._description, self._wire, self.app)
+        return ToolEntry(name, self.server, self.raw_name, self._description, self._wire, self.app, self.base_name,
+                         self.preset)
+
+    def overridden(self, base_name: str, override: ToolOverride, definitions: dict[bytes, bytes]) -> ToolEntry:
+        """This upstream tool as `override` shows it, shown by `base_name`; its description cleaned as an
+        upstream's is (SPEC §8), and its definition shared unless parameters are hidden or defaulted."""
+        description = self._description if override.description is None else sys.intern(clean(override.description))
+        wire = self._wire
+        if override.hide or override.defaults:
+            fields = self._fields()
+            fields["inputSchema"] = overridden_schema(fields.get("inputSchema", {}), override)
+            wire = _pooled(fields, definitions)
+        return ToolEntry(base_name, self.server, self.raw_name, description, wire, self.app, base_name,
+                         preset_of(override))
 
     def _fields(self) -> dict[str, Any]:
         return json.loads(zlib.decompress(self._wire))
@@ -175,8 +195,8 @@ class ToolEntry:
         schema: dict[str, Any] = self._fields().get("inputSchema", {})
         return schema
 
-    def _key(self) -> tuple[str, str, str, str | None, bytes]:
-        return self.name, self.server, self.raw_name, self._description, self._wire
+    def _key(self) -> tuple[str, str, str, str, str | None, bytes, Preset | None]:
+        return self.name, self.server, self.raw_name, self.base_name, self._description, self._wire, self.preset
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ToolEntry) and self._key() == other._key()
@@ -186,6 +206,29 @@ class ToolEntry:
 
     def __repr__(self) -> str:
         return f"ToolEntry({self.name!r}, server={self.server!r})"
+
+
+def _pooled(fields: dict[str, Any], definitions: dict[bytes, bytes]) -> bytes:
+    """A definition's compressed JSON, one object for equal definitions."""
+    wire = zlib.compress(json.dumps(fields, separators=(",", ":")).encode(), 6)
+    return definitions.setdefault(wire, wire)
+
+
+def _overridden(
+    server: str, by_raw: dict[str, ToolEntry], overrides: Mapping[str, ToolOverride], prefix: bool,
+    definitions: dict[bytes, bytes], warn: Callable[[str], None],
+) -> dict[str, ToolEntry]:
+    """The server's tools by the names they are shown by, each as its override shows it; what does not apply
+    as written is warned of, as `check` words it. Without overrides, `by_raw` itself: its entries are then the
+    registered ones (one object a tool)."""
+    if not overrides:
+        return by_raw
+    schemas = {raw: entry.input_schema if raw in overrides else {} for raw, entry in by_raw.items()}
+    for where, reason in override_findings(server, prefix, overrides, schemas):
+        warn(f"server {server}: {'.'.join(map(str, where))}: {reason} (`toolbridge check` shows the line)")
+    shown, _ = shown_names(by_raw, overrides)
+    return {shown[raw]: entry if (override := overrides.get(raw)) is None else
+            entry.overridden(shown[raw], override, definitions) for raw, entry in by_raw.items()}
 
 
 @dataclass(frozen=True)
@@ -213,7 +256,10 @@ class Registry:
         self._tools: dict[str, ToolEntry] = {}
         self._by_server: dict[str, dict[str, ToolEntry]] = {}
         self._listeners: list[Listener] = []
-        # Each server's tools as shown, under their raw names: re-registered when names move.
+        # Each server's tools as it listed them, by raw name, and whether its names are prefixed.
+        self._listed: dict[str, tuple[dict[str, ToolEntry], bool]] = {}
+        self._overrides: dict[str, Mapping[str, ToolOverride]] = {}
+        # Each server's tools as shown, by the names overrides give them: re-registered when names move.
         self._sources: dict[str, tuple[NameSource, dict[str, ToolEntry]]] = {}
         self._definitions: dict[bytes, bytes] = {}  # every entry's definition, each distinct one once
         self._warned: set[str] = set()
@@ -233,6 +279,10 @@ class Registry:
 
     def server_tools(self, server: str) -> Mapping[str, ToolEntry]:
         return MappingProxyType(self._by_server.get(server, {}))
+
+    def listed_tools(self, server: str) -> Mapping[str, ToolEntry]:
+        """The server's tools as it listed them (before its overrides), by raw name."""
+        return MappingProxyType(self._listed[server][0] if server in self._listed else {})
 
     @property
     def servers(self) -> list[str]:
@@ -257,8 +307,23 @@ class Registry:
         """
         self._listeners.append(listener)
 
+    def set_overrides(self, server: str, overrides: Mapping[str, ToolOverride]) -> ServerChange:
+        """Show the server's tools as `overrides` (raw name → override) says, from now on; its tools listed
+        already are registered again at once (a hot reload of its file needs no new listing)."""
+        if dict(overrides) == dict(self._overrides.get(server, {})):
+            return ServerChange(server)
+        if overrides:
+            self._overrides[server] = dict(overrides)
+        else:
+            self._overrides.pop(server, None)
+        if server not in self._listed:
+            return ServerChange(server)
+        by_raw, prefix = self._listed[server]
+        return self._register(server, by_raw, prefix)
+
     def set_server_tools(self, server: str, tools: Iterable[types.Tool], *, prefix: bool = True) -> ServerChange:
-        """Make `tools` the server's whole tool set: add new, replace changed, drop vanished.
+        """Make `tools` the server's whole tool set, each as its override shows it (`set_overrides`): add new,
+        replace changed, drop vanished.
 
         Bumps the generation once if anything changed. Names owned by another server, and the
         reserved bridge names, are refused and logged, never raised. With `prefix=False` the tools
@@ -277,11 +342,11 @@ class Registry:
         return self._register(server, await run_sliced(_entries(server, tools, self._definitions)), prefix)
 
     def _register(self, server: str, by_raw: dict[str, ToolEntry], prefix: bool) -> ServerChange:
-        self._set_source(server, by_raw, prefix)
+        by_name = self._set_source(server, by_raw, prefix)
         self._forget_definitions()
         assigned = self._assign()
         self._follow(assigned, {server})  # a server losing a raw name to this one lets go first
-        change = self._apply(server, by_raw, assigned.get(server, {}))
+        change = self._apply(server, by_name, assigned.get(server, {}))
         self._follow(assigned, {server})  # and one gaining a name this one let go takes it now
         return change
 
@@ -296,60 +361,70 @@ class Registry:
         self._forget_definitions()
         assigned = self._assign()
         self._follow(assigned, set(kept))
-        for server, by_raw in kept.items():
-            self._apply(server, by_raw, assigned.get(server, {}))
+        for server, by_name in kept.items():
+            self._apply(server, by_name, assigned.get(server, {}))
         self._follow(assigned, set())  # one of them refused a name another let go after it takes it now
 
     def _set_source(self, server: str, by_raw: dict[str, ToolEntry], prefix: bool) -> dict[str, ToolEntry]:
-        if by_raw:
-            self._sources[server] = (NameSource(frozenset(by_raw), prefix), by_raw)
-        else:
+        """Record what the server listed; its tools by the names they are shown by."""
+        if not by_raw:
+            self._listed.pop(server, None)
             self._sources.pop(server, None)
-        return by_raw
+            return by_raw
+        self._listed[server] = (by_raw, prefix)
+        by_name = _overridden(server, by_raw, self._overrides.get(server, {}), prefix, self._definitions, self._warn)
+        self._sources[server] = (NameSource(frozenset(by_name), prefix), by_name)
+        return by_name
 
     def _forget_definitions(self) -> None:
         """Drop the pool's definitions no entry uses once it holds twice as many as there are entries."""
-        live = sum(len(tools) for _, tools in self._sources.values())
+        held = [*self._sources.values(), *((None, tools) for tools, _ in self._listed.values())]
+        live = sum(len(tools) for _, tools in held)
         if len(self._definitions) > 2 * live + 64:
-            self._definitions = {e._wire: e._wire for _, tools in self._sources.values() for e in tools.values()}
+            self._definitions = {e._wire: e._wire for _, tools in held for e in tools.values()}
 
     def _follow(self, assigned: dict[str, dict[str, str]], skip: Collection[str]) -> None:
         for other, (_source, tools) in list(self._sources.items()):
-            current = {e.raw_name: e.name for e in self._by_server.get(other, {}).values()}
+            current = {e.base_name: e.name for e in self._by_server.get(other, {}).values()}
             if other not in skip and assigned[other] != current:
                 self._apply(other, tools, assigned[other])
 
     def _assign(self) -> dict[str, dict[str, str]]:
         assigned, warnings = assign_names({s: source for s, (source, _) in self._sources.items()}, BRIDGE_NAMES)
         for warning in warnings:
-            if warning not in self._warned:
-                self._warned.add(warning)
-                logger.warning("%s", warning)
+            self._warn(warning)
         return assigned
 
-    def _apply(self, server: str, by_raw: dict[str, ToolEntry], qualified: dict[str, str]) -> ServerChange:
+    def _warn(self, warning: str) -> None:
+        """Log a warning the first time only: a server lists its tools again and again."""
+        if warning not in self._warned:
+            self._warned.add(warning)
+            logger.warning("%s", warning)
+
+    def _apply(self, server: str, by_name: dict[str, ToolEntry], qualified: dict[str, str]) -> ServerChange:
+        """Register the server's tools (`by_name`: by the names they are shown by) under their qualified names."""
         old = self._by_server.get(server, {})
         new: dict[str, ToolEntry] = {}
         refused: list[str] = []
-        for raw, name in qualified.items():
+        for shown, name in qualified.items():
             owner = self._tools.get(name)
             if name in BRIDGE_NAMES:
                 refused.append(name)
-                logger.warning("server %s: tool name %s is reserved; tool %r skipped", server, name, raw)
+                logger.warning("server %s: tool name %s is reserved; tool %r skipped", server, name, shown)
                 continue
             if owner is not None and owner.server != server:
                 refused.append(name)
                 logger.warning(
                     "server %s: tool name %s is already taken by server %s; tool %r skipped",
-                    server, name, owner.server, raw,
+                    server, name, owner.server, shown,
                 )
                 continue
-            entry = by_raw[raw]
+            entry = by_name[shown]
             if entry.name != name:
                 entry = entry.renamed(name)
             if old.get(name) == entry:
                 entry = old[name]  # unchanged: the registered object stays
-            new[name] = by_raw[raw] = entry  # one object per tool, registered and in `_sources`
+            new[name] = by_name[shown] = entry  # one object per tool, registered and in `_sources`
         added = tuple(sorted(n for n in new if n not in old))
         removed = tuple(sorted(n for n in old if n not in new))
         replaced = tuple(sorted(n for n in new if n in old and new[n] != old[n]))

@@ -166,12 +166,13 @@ def _semantic_index(setting: str, cache_dir: Path | None) -> SemanticIndex | Non
 
 
 def _docs(entries: list[ToolEntry]) -> Steps[list[SearchDoc]]:
-    """The entries' search documents, a step per tool."""
+    """The entries' search documents, a step per tool: by the names they are shown by (an override's rename
+    is searched, the upstream's own name is not)."""
     from proxy.search import doc_from_tool
 
     docs = []
     for e in entries:
-        docs.append(doc_from_tool(e.name, e.server, e.raw_name, e.description, e.input_schema))
+        docs.append(doc_from_tool(e.name, e.server, e.base_name, e.description, e.input_schema))
         yield
     return docs
 

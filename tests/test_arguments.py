@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from inprocess import Upstream, gateway, tool
 from mcp import Client
 
-from proxy.config import ToolsetsConfig
+from proxy.config import ToolOverride, ToolsetsConfig
 from proxy.downstream import check_arguments, coerce_arguments
 from proxy.errors import InvalidArguments
 
@@ -103,3 +104,30 @@ async def test_a_tool_whose_schema_changed_is_checked_against_the_new_one() -> N
         accepted = await client.call_tool("a__set", {"x": "many"})
         assert not accepted.is_error
         assert upstream.calls == [("set", {"x": "many"})]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_an_overrides_hidden_parameter_is_refused_and_its_defaults_filled_after_the_check(mode: str) -> None:
+    """The caller is checked against the schema it sees (no `workspace`, `count` optional), then what the
+    override fills in goes upstream; a hidden parameter given never reaches it, directly or through tool_call."""
+    schema = {"workspace": {"type": "string"}, "text": {"type": "string"}, "count": {"type": "integer"}}
+    upstream = Upstream("a", [tool("post", properties=schema, required=["workspace", "text", "count"])])
+    upstream.tools[0].input_schema["additionalProperties"] = False
+    override = ToolOverride(hide=("workspace",), defaults={"workspace": "W1", "count": 1})
+    async with gateway([upstream], ToolsetsConfig(core=("*",))) as harness, \
+            Client(harness.server, mode=mode) as client:
+        harness.registry.set_overrides("a", {"post": override})
+        sent = await client.call_tool("a__post", {"text": "hi", "count": "3"})
+        assert not sent.is_error, sent
+        via_bridge = await client.call_tool("tool_call", {"name": "a__post", "arguments": {"text": "yo"}})
+        assert not via_bridge.is_error, via_bridge
+        assert upstream.calls == [("post", {"workspace": "W1", "count": 3, "text": "hi"}),
+                                  ("post", {"workspace": "W1", "count": 1, "text": "yo"})]
+        for name, arguments in (("a__post", {"text": "hi", "workspace": "W2"}),
+                                ("tool_call", {"name": "a__post", "arguments": {"workspace": "W1"}})):
+            refused = await client.call_tool(name, arguments)
+            assert refused.is_error
+            error = json.loads(refused.content[0].text)  # type: ignore[union-attr]
+            assert (error["path"], error["constraint"]) == ("arguments.workspace", "hidden")
+            assert "workspace" not in error["inputSchema"]["properties"]
+        assert len(upstream.calls) == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from pydantic import ValidationError
 from proxy.config import (
     Config,
     ProfileConfig,
+    ToolOverride,
     ToolSearchSettings,
     ToolsetsConfig,
     UpstreamConfig,
@@ -191,6 +193,37 @@ def test_bad_value_points_at_its_line(tmp_path: Path) -> None:
     problem = only_problem(load(tmp_path))
     assert problem.reason.startswith("timeout:")
     assert problem.line == 3
+
+
+def test_overrides_load_keyed_by_raw_tool_name_with_values_from_the_environment(tmp_path: Path) -> None:
+    upstream(tmp_path, "s", """
+        command: uvx
+        overrides:
+          acme.post:
+            name: post
+            description: Post a note.
+            hide: [workspace]
+            defaults: {workspace: "${WORKSPACE}", count: 2}
+    """)
+    config = load_config(tmp_path, {"WORKSPACE": "W1"})
+    assert not config.problems
+    override = config.upstreams["s"].overrides["acme.post"]
+    assert override == ToolOverride(name="post", description="Post a note.", hide=("workspace",),
+                                    defaults={"workspace": "W1", "count": 2})
+    assert "W1" in config.secrets  # taken from the environment: redacted wherever it would be logged
+
+
+@pytest.mark.parametrize(("entry", "reason", "line"), [
+    ("name: 'two words'", "overrides.t.name: 'two words' is not a tool name: 1 to 64 of A-Z a-z 0-9 _ . -", 4),
+    ("name: ''", "overrides.t.name: '' is not a tool name: 1 to 64 of A-Z a-z 0-9 _ . -", 4),
+    ("hide: [a, a]", "overrides.t.hide: a parameter is listed twice", 4),
+    ("rename: x", "overrides.t.rename: unknown field", 4),
+    ("defaults: [a]", "overrides.t.defaults: Input should be a valid dictionary", 4),
+])
+def test_an_invalid_override_points_at_its_line(tmp_path: Path, entry: str, reason: str, line: int) -> None:
+    upstream(tmp_path, "s", f"command: uvx\noverrides:\n  t:\n    {entry}\n")
+    problem = only_problem(load(tmp_path))
+    assert (problem.reason, problem.line) == (reason, line)
 
 
 @pytest.mark.parametrize("timeout", ["0", "-5"])
@@ -790,6 +823,27 @@ def test_check_reports_a_typo_once_with_its_line_and_fails(tmp_path: Path, capsy
     out, err = capsys.readouterr()
     assert out.strip() == "1 upstream(s) valid, 1 problem(s)"
     assert err.count("nosuchset") == 1 and "toolsets.yaml:2:" in err
+
+
+def test_check_judges_core_tools_by_the_names_overrides_give_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A renamed tool is named by its new name in toolsets.yaml; its upstream name no longer names it."""
+    from mcp import types
+
+    from proxy.app import cache_dir
+    from proxy.cli import main
+    from proxy.upstream import DiskCatalogCache
+
+    upstream(tmp_path, "chat", f"command: {sys.executable}\noverrides:\n  acme_post: {{name: post}}\n")
+    write(tmp_path / "toolsets.yaml", "core: [chat__post, chat__acme_post]\n")
+    config = load(tmp_path)
+    tool = types.Tool(name="acme_post", input_schema={"type": "object"})
+    DiskCatalogCache(cache_dir(config) / "catalogs").store(config.upstreams["chat"], [tool])
+    assert main(["check", "--config-dir", str(tmp_path)]) == 1
+    _, err = capsys.readouterr()
+    assert err.splitlines() == [f"error: {tmp_path / 'toolsets.yaml'}:1: core.1: 'chat__acme_post' names no tool of "
+                                "server chat (1 tools); did you mean 'chat__post'?"]
 
 
 def test_every_validation_error_of_a_file_is_named_with_its_line(tmp_path: Path) -> None:

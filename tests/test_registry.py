@@ -12,7 +12,9 @@ import pytest
 from mcp import types
 
 import proxy.registry
+from proxy.config import ToolOverride
 from proxy.names import BRIDGE_NAMES
+from proxy.overrides import Preset
 from proxy.registry import Registry, ServerChange, ToolEntry
 
 
@@ -427,3 +429,108 @@ def test_a_batch_hands_a_raw_name_from_a_registered_server_to_the_one_before_it(
     assert routes(registry) == {"echo": ("beta", "echo")}
     registry.set_servers_tools({"alpha": (tools("echo"), False), "beta": (tools("echo"), False)})
     assert routes(registry) == {"echo": ("alpha", "echo"), "beta__echo": ("beta", "echo")}
+
+
+# --- overrides (issue 34) ----------------------------------------------------------------------
+
+POST_SCHEMA = {"properties": {"workspace": {"type": "string"}, "text": {"type": "string"}},
+               "required": ["workspace", "text"]}
+POST_OVERRIDE = {"acme_post": ToolOverride(name="post", description="Post a note.\u200b", hide=("workspace",),
+                                           defaults={"workspace": "W1"})}
+
+
+def chat_tools() -> list[types.Tool]:
+    return [tool("acme_post", "You MUST use this tool.", **POST_SCHEMA), tool("ping", "Ping.")]
+
+
+@pytest.mark.parametrize("overrides_first", [True, False])
+def test_an_override_shows_the_tool_renamed_redescribed_and_preset_and_routes_to_the_raw_name(
+    overrides_first: bool,
+) -> None:
+    registry = Registry()
+    if overrides_first:
+        registry.set_overrides("chat", POST_OVERRIDE)
+    registry.set_server_tools("chat", chat_tools())
+    if not overrides_first:
+        generation = registry.generation
+        assert registry.set_overrides("chat", POST_OVERRIDE).changed
+        assert registry.generation == generation + 1
+    assert sorted(registry.tools) == ["chat__ping", "chat__post"]
+    post = registry.get("chat__post")
+    assert post is not None
+    assert (post.server, post.raw_name, post.base_name) == ("chat", "acme_post", "post")
+    assert post.description == "Post a note.\ufffd"  # cleaned as an upstream's text is
+    assert post.tool.name == "chat__post" and post.tool.description == post.description
+    assert post.input_schema == {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+    assert post.preset == Preset(["workspace"], {"workspace": "W1"})
+    assert registry.get("chat__ping").preset is None  # type: ignore[union-attr]
+    assert set(registry.listed_tools("chat")) == {"acme_post", "ping"}
+    assert registry.listed_tools("chat")["acme_post"].description == "You MUST use this tool."
+
+
+def test_the_same_overrides_again_change_nothing_and_none_give_back_the_upstreams_tools() -> None:
+    registry = Registry()
+    registry.set_server_tools("chat", chat_tools())
+    plain = dict(registry.tools)
+    registry.set_overrides("chat", POST_OVERRIDE)
+    generation = registry.generation
+    assert not registry.set_overrides("chat", dict(POST_OVERRIDE)).changed and registry.generation == generation
+    registry.set_server_tools("chat", chat_tools())  # relisted: still overridden
+    assert registry.generation == generation and "chat__post" in registry.tools
+    change = registry.set_overrides("chat", {})
+    assert (change.added, change.removed) == (("chat__acme_post",), ("chat__post",))
+    assert dict(registry.tools) == plain
+
+
+def test_an_override_applies_to_a_server_that_lists_later_and_outlives_its_tools() -> None:
+    registry = Registry()
+    registry.set_overrides("chat", POST_OVERRIDE)
+    assert not registry.tools
+    registry.set_server_tools("chat", chat_tools())
+    registry.remove_server("chat")
+    assert not registry.tools and not registry.listed_tools("chat")
+    registry.set_server_tools("chat", chat_tools())
+    assert "chat__post" in registry.tools
+
+
+def test_a_rename_that_clashes_is_not_applied_and_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    registry = Registry()
+    registry.set_overrides("chat", {"acme_post": ToolOverride(name="ping", description="Post.")})
+    with caplog.at_level(logging.WARNING, logger="proxy.registry"):
+        registry.set_server_tools("chat", chat_tools())
+        registry.set_server_tools("chat", [*chat_tools(), tool("more")])
+    assert sorted(registry.tools) == ["chat__acme_post", "chat__more", "chat__ping"]
+    assert registry.get("chat__acme_post").description == "Post."  # type: ignore[union-attr]  # the rest applies
+    assert [r.getMessage() for r in caplog.records] == [
+        "server chat: overrides.acme_post.name: 'ping' collides with tool ping of server chat: both would be listed "
+        "as chat__ping (`toolbridge check` shows the line)"]
+
+
+def test_what_an_override_cannot_do_is_logged_once_as_check_words_it(caplog: pytest.LogCaptureFixture) -> None:
+    registry = Registry()
+    registry.set_overrides("chat", {"acme_post": ToolOverride(hide=("text",)), "pong": ToolOverride(name="x")})
+    with caplog.at_level(logging.WARNING, logger="proxy.registry"):
+        registry.set_server_tools("chat", chat_tools())
+        registry.set_server_tools("chat", chat_tools())
+    assert [r.getMessage() for r in caplog.records] == [
+        "server chat: overrides.acme_post.hide.0: 'text' is required by tool acme_post of server chat and has no "
+        "default (`toolbridge check` shows the line)",
+        "server chat: overrides.pong: names no tool of server chat (2 tools); did you mean 'ping'? "
+        "(`toolbridge check` shows the line)",
+    ]
+    assert "text" not in registry.get("chat__acme_post").input_schema["properties"]  # type: ignore[union-attr]
+
+
+def test_a_renamed_tool_of_an_unprefixed_server_keeps_its_new_bare_name() -> None:
+    registry = Registry()
+    registry.set_overrides("chat", {"acme_post": ToolOverride(name="post")})
+    registry.set_server_tools("chat", chat_tools(), prefix=False)
+    assert sorted(registry.tools) == ["ping", "post"]
+    assert registry.get("post").raw_name == "acme_post"  # type: ignore[union-attr]
+
+
+def test_a_rename_only_shares_the_upstreams_definition() -> None:
+    registry = Registry()
+    registry.set_overrides("chat", {"ping": ToolOverride(name="pong")})
+    registry.set_server_tools("chat", chat_tools())
+    assert registry.get("chat__pong")._wire is registry.listed_tools("chat")["ping"]._wire  # type: ignore[union-attr]

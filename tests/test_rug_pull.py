@@ -13,6 +13,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -21,7 +22,7 @@ from servers.harness import stdio_config
 
 from proxy import cli
 from proxy.app import Gateway, cache_dir, fingerprints_path, run_gateway
-from proxy.config import AuditConfig, Config, ToolsetsConfig, UpstreamConfig
+from proxy.config import AuditConfig, Config, ToolOverride, ToolsetsConfig, UpstreamConfig
 from proxy.downstream import ChangeNotifier, Handlers, build_server
 from proxy.ops import AuditLog
 from proxy.upstream import DiskCatalogCache, FingerprintStore, ToolGate, fingerprint
@@ -35,10 +36,10 @@ PATH_SCHEMA = json.dumps({"type": "object", "properties": {"text": {"type": "str
 
 
 @asynccontextmanager
-async def proxied(tmp_path: Path, *flags: str, pin: bool, audit: AuditLog | None = None
+async def proxied(tmp_path: Path, *flags: str, pin: bool, audit: AuditLog | None = None, **settings: Any
                   ) -> AsyncIterator[tuple[Gateway, Client]]:
-    """The gateway over one controllable server `ctl`, and an SDK client of the proxy."""
-    config = Config(directory=tmp_path, upstreams={"ctl": stdio_config("ctl", *flags, pin=pin)},
+    """The gateway over one controllable server `ctl` (with these upstream settings), and an SDK client of the proxy."""
+    config = Config(directory=tmp_path, upstreams={"ctl": stdio_config("ctl", *flags, pin=pin, **settings)},
                     toolsets=PASS_THROUGH)
     async with run_gateway(config, audit=audit) as gateway, anyio.create_task_group() as tg:
         notifier = ChangeNotifier(gateway.views)
@@ -114,6 +115,28 @@ async def test_on_a_pinned_server_the_changed_tool_is_withheld_until_approved(tm
         assert (await listed(client))["ctl__echo"].description == POISONED
         assert gateway.status()["tool_changes"] == []
         assert cached_descriptions(gateway)["echo"] == POISONED
+
+
+async def test_an_override_is_not_a_rug_pull_and_an_upstream_change_under_one_still_is(tmp_path: Path) -> None:
+    """The fingerprint stays on the upstream's own definition: an override (or a change of it) never looks
+    like an upstream change, and the upstream changing a tool it overrides is still held on a pinned server."""
+    overrides = {"echo": {"name": "say", "description": "Say the text."}}
+    async with proxied(tmp_path, pin=True, overrides=overrides) as (gateway, client):
+        assert (await listed(client))["ctl__say"].description == "Say the text."
+        assert gateway.gate.store.load()["ctl"].approved["echo"] == fingerprint(types.Tool(
+            name="echo", description="Echo the text back.",
+            input_schema={"type": "object", "properties": {"text": {"type": "string"}}}))
+        edited = gateway.config.upstreams["ctl"].model_copy(
+            update={"overrides": {"echo": ToolOverride(name="repeat", description="Repeat the text.")}})
+        gateway.fleet.update({"ctl": edited})
+        await until(gateway, lambda: gateway.registry.get("ctl__repeat") is not None)
+        assert gateway.status()["tool_changes"] == []
+        await client.call_tool("ctl__change_tool", {"name": "echo", "description": POISONED})
+        await until(gateway, lambda: gateway.registry.get("ctl__repeat") is None)
+        assert [(c["tool"], c["held"]) for c in gateway.status()["tool_changes"]] == [("echo", True)]
+        assert cli.main(["approve", "ctl", "echo", "--config-dir", str(tmp_path)]) == 0
+        await until(gateway, lambda: gateway.registry.get("ctl__repeat") is not None)
+        assert gateway.registry.get("ctl__repeat").description == "Repeat the text."  # type: ignore[union-attr]
 
 
 async def test_fingerprints_survive_a_restart_and_a_pinned_servers_new_and_changed_tools_wait(tmp_path: Path) -> None:

@@ -266,15 +266,17 @@ def load_config(directory: str | os.PathLike[str], environ: Mapping[str, str] | 
     return config
 
 
-def upstream_problem(directory: Path, server: str, key: str, reason: str) -> ConfigError:
-    """A problem with a loaded upstream found later (its command is not on PATH), at the line of `key`."""
+def upstream_problem(directory: Path, server: str, where: str | tuple[Any, ...], reason: str) -> ConfigError:
+    """A problem with a loaded upstream found later (its command is not on PATH, an override names no tool of
+    it), at the line of `where`: a top-level key, or a path into the file (`("overrides", "echo", "name")`)."""
     path = next((p for p in _upstream_files(directory / "upstreams") if p.stem == server),
                 directory / "upstreams" / f"{server}.yaml")
     try:
         _, node = read_yaml(path)
     except ConfigError:
         node = None
-    return ConfigError(str(path), f"{key}: {reason}", line_of(node, (key,)))
+    location = (where,) if isinstance(where, str) else where
+    return ConfigError(str(path), f"{'.'.join(map(str, location))}: {reason}", line_of(node, location))
 
 
 def keep_last_good(previous: Config, fresh: Config) -> Config:

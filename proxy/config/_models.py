@@ -34,6 +34,34 @@ class ToolFilter(_Frozen):
     exclude: tuple[str, ...] = ()
 
 
+TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # a name an override gives a tool (MCP's tool-name characters)
+
+
+class ToolOverride(_Frozen):
+    """How clients see one upstream tool (`overrides:` in its upstream file, keyed by the tool's raw name):
+    another `name`, another `description`, parameters hidden from them (`hide`) and values filled in
+    (`defaults`). Routing and the rug-pull fingerprint stay on the upstream's own tool (proxy/overrides.py)."""
+
+    name: str | None = None
+    description: str | None = None
+    hide: tuple[str, ...] = ()
+    defaults: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _tool_name(cls, value: str | None) -> str | None:
+        if value is not None and not TOOL_NAME.fullmatch(value):
+            raise ValueError(f"{value!r} is not a tool name: 1 to 64 of A-Z a-z 0-9 _ . -")
+        return value
+
+    @field_validator("hide")
+    @classmethod
+    def _hidden_once(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(value)) != len(value):
+            raise ValueError("a parameter is listed twice")
+        return value
+
+
 class OAuthSettings(_Frozen):
     """`auth: oauth` on a remote upstream; the short form means every setting is discovered.
 
@@ -86,6 +114,8 @@ class UpstreamConfig(_Frozen):
     max_message_bytes: int = Field(default=MAX_MESSAGE_BYTES, gt=0)
     restart_wait: float = Field(default=5, ge=0)  # how long a call waits for a restarting server
     tools: ToolFilter = ToolFilter()
+    # Raw tool name → what clients see of that tool instead; applied in the registry (proxy/overrides.py).
+    overrides: dict[str, ToolOverride] = Field(default_factory=dict)
     auth: OAuthSettings | None = None
 
     @field_validator("auth", mode="before")

@@ -68,7 +68,8 @@ def line_of(node: yaml.Node | None, location: tuple[Any, ...]) -> int | None:
 
 
 def _describe(node: yaml.Node | None, error: Any) -> tuple[str, int | None]:
-    location = tuple(part for part in error["loc"] if part != "name")
+    location = tuple(error["loc"])
+    location = location[1:] if location[:1] == ("name",) else location  # the file stem, not a field of the file
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] in ("extra_forbidden", "invalid_key"):
         message = "unknown field"

@@ -125,9 +125,14 @@ def _prepared(entry: ToolEntry) -> PreparedSchema:
 
 
 async def check_call(arguments: Mapping[str, Any] | None, entry: ToolEntry) -> dict[str, Any]:
-    """`check_arguments` against the tool's schema, with its prepared check.
+    """`check_arguments` against the tool's schema (as clients see it), with its prepared check; then what
+    the tool's override fills in (`overrides.Preset`).
 
     Raises:
-        InvalidArguments: the call must not be made.
+        InvalidArguments: the call must not be made (a hidden parameter given is refused first).
     """
-    return await check_arguments(arguments, _prepared(entry))
+    prepared = _prepared(entry)
+    if entry.preset is not None:
+        entry.preset.refuse_hidden(arguments or {}, prepared.schema)
+    checked = await check_arguments(arguments, prepared)
+    return checked if entry.preset is None else entry.preset.fill(checked)

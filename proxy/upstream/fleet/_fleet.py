@@ -53,6 +53,8 @@ class Fleet:
         self.started = anyio.Event()  # every server tried: what a one-shot command waits for
         self.settings = settings
         self._servers = {name: self._new_upstream(config) for name, config in upstreams.items()}
+        for name, config in upstreams.items():
+            registry.set_overrides(name, config.overrides)
         self._desired: dict[str, UpstreamConfig] = dict(upstreams)
         self._desired_changed = anyio.Event()
         self._supervisor = Supervisor(self._servers, self._publisher, registry, self.availability, self._check_ready,
@@ -99,14 +101,17 @@ class Fleet:
         self._desired_changed.set()
 
     def _reconcile(self, tg: anyio.abc.TaskGroup) -> None:
-        """Stop removed and changed servers, start added and changed ones; leave the rest alone."""
+        """Stop removed and changed servers, start added and changed ones; leave the rest alone (a server
+        whose overrides alone changed is only shown anew: its tools are registered again, not relisted)."""
         for name in sorted(set(self._servers) - set(self._desired)):
             logger.info("server %s: removed from the config; stopping it", name)
             self._servers.pop(name).scope.cancel()
         new: list[Member] = []
         for name, config in sorted(self._desired.items()):
             old = self._servers.get(name)
-            if old is not None and old.config == config:
+            self.registry.set_overrides(name, config.overrides)  # shown anew at once, as its tools are listed
+            if old is not None and old.config.model_copy(update={"overrides": config.overrides}) == config:
+                old.config = config  # at most its overrides changed: what it lists did not
                 continue
             if old is not None:
                 logger.info("server %s: its config changed; restarting it", name)

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import anyio
 from mcp import types
 
-from proxy.config import UpstreamConfig
+from proxy.config import ToolOverride, UpstreamConfig
 from proxy.protocol import ServerTraits
 from proxy.replicated import CatalogCache  # on disk (upstream/fleet/_disk_cache.py) or in Redis
 from proxy.upstream.connection import Connection
@@ -30,7 +30,8 @@ LISTING_PATIENCE = 1.0  # how long a listing waits for its turn before it goes a
 
 
 class ToolSink(Protocol):
-    """Where the fleet puts each server's tools (the registry); it bumps on availability changes."""
+    """Where the fleet puts each server's tools (the registry), and how its file overrides them; it bumps on
+    availability changes."""
 
     def set_server_tools(self, server: str, tools: Iterable[types.Tool], *, prefix: bool = True) -> Any: ...
 
@@ -41,6 +42,8 @@ class ToolSink(Protocol):
     def set_servers_tools(self, catalogs: Mapping[str, tuple[Iterable[types.Tool], bool]]) -> Any: ...
 
     def remove_server(self, server: str) -> Any: ...
+
+    def set_overrides(self, server: str, overrides: Mapping[str, ToolOverride]) -> Any: ...
 
     def bump(self) -> None: ...
 
