@@ -59,15 +59,16 @@ COPY package.json package-lock.json ./
 RUN node /opt/node/package/bin/npm-cli.js ci --omit=dev --no-audit --no-fund --loglevel=error \
     && rm package.json package-lock.json
 
-# toolbridge in its venv; the fleet's PyPI servers in one venv of their own (their pins never meet
-# toolbridge's). No pip inside either: one pip outside installs into both.
+# The fleet's PyPI servers in one venv of their own (their pins never meet toolbridge's), then
+# toolbridge in its venv (a change to proxy/ rebuilds from here on). No pip inside either: one pip
+# outside installs into both.
+RUN python3 -m venv /opt/pip \
+    && python3 -m venv --without-pip .fleet \
+    && /opt/pip/bin/pip --python .fleet/bin/python install --no-cache-dir --quiet mcp-server-time mcp-server-git
 COPY pyproject.toml README.md /tmp/src/
 COPY proxy/ /tmp/src/proxy/
-RUN python3 -m venv /tmp/pip \
-    && python3 -m venv --without-pip .venv \
-    && /tmp/pip/bin/pip --python .venv/bin/python install --no-cache-dir --quiet '/tmp/src[otel]' \
-    && python3 -m venv --without-pip .fleet \
-    && /tmp/pip/bin/pip --python .fleet/bin/python install --no-cache-dir --quiet mcp-server-time mcp-server-git \
+RUN python3 -m venv --without-pip .venv \
+    && /opt/pip/bin/pip --python .venv/bin/python install --no-cache-dir --quiet '/tmp/src[otel]' \
     && for bin in .fleet/bin/mcp-server-* node_modules/.bin/mcp-server-*; do \
          ln -s "../../$bin" ".venv/bin/${bin##*/}"; \
        done
