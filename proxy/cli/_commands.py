@@ -48,7 +48,8 @@ def _setup_logging(level: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    for noisy in ("httpx2", "httpcore", "mcp", "uvicorn.error"):  # they log full URLs and per-request chatter
+    # they log full URLs, per-request chatter, and each file change they see (toolbridge says what it did about one)
+    for noisy in ("httpx2", "httpcore", "mcp", "uvicorn.error", "watchfiles"):
         logging.getLogger(noisy).setLevel(max(root.level, logging.WARNING))
     # toolbridge serves both protocol eras on purpose: the handshake-era features it relays are not news.
     warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
