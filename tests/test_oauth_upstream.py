@@ -309,3 +309,31 @@ async def test_without_a_channel_a_revoked_token_mid_call_names_the_login(tmp_pa
             auth.revoke_everything()
             with pytest.raises(UpstreamNeedsAuth, match="toolbridge login web"):  # not "outcome uncertain"
                 await fleet.call_tool("web", "echo", {"text": "hi"})
+
+
+async def test_a_call_refused_for_a_narrow_scope_gets_consent_for_the_wider_one_and_runs_once(tmp_path: Path) -> None:
+    """A 403 `insufficient_scope` (a step-up): the stored token is still valid for the rest, so the consent
+    must ask for the union of the scopes anyway, and the call runs with the new token."""
+    async with oauth_upstream(step_up="write") as (auth, config):
+        with anyio.fail_after(20):
+            await login(config, tmp_path, show_url=consent)
+        assert [token.scopes for token in auth.access.values()] == [["tools"]]
+        async with running_fleet([config], tmp_path, keepalive=600, login_poll=0.02) as (fleet, registry), \
+                downstream(fleet, registry) as server, anyio.create_task_group() as browser:
+            asked: list[str] = []
+
+            async def open_in_browser(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+                assert isinstance(params, types.ElicitRequestURLParams)
+                asked.append(params.url)
+                browser.start_soon(consent, params.url)
+                return types.ElicitResult(action="accept")
+
+            with anyio.fail_after(20):
+                await fleet.wait_state("web", UpstreamState.READY)
+            async with Client(server, mode="legacy", elicitation_callback=open_in_browser) as client:
+                with anyio.fail_after(30):
+                    result = await client.call_tool("web__echo", {"text": "wider"})
+            assert not result.is_error and text(result) == "wider", result
+            assert len(asked) == 1 and "scope=tools+write" in asked[0] and auth.consents == 2
+            assert sorted(map(sorted, (token.scopes for token in auth.access.values()))) == [
+                ["tools"], ["tools", "write"]]
