@@ -58,6 +58,8 @@ class AuthServer:
     # metadata says `client_id_metadata_document_supported`.
     documents: dict[str, OAuthClientInformationFull] = field(default_factory=dict)
     iss: str | None = None  # the `iss` of its authorization responses (RFC 9207); none by default
+    # The token endpoint authentication methods its metadata lists, where not the SDK's (an empty list: none listed).
+    token_auth_methods: list[str] | None = None
     # A scope `tools/call` needs besides `SCOPE`: a call without it is refused 403 `insufficient_scope`.
     step_up: str | None = None
 
@@ -161,6 +163,8 @@ class AuthServer:
             metadata = build_metadata(settings.issuer_url, None, settings.client_registration_options,
                                       settings.revocation_options)
             metadata.client_id_metadata_document_supported = bool(self.documents) or None
+            if self.token_auth_methods is not None:
+                metadata.token_endpoint_auth_methods_supported = self.token_auth_methods or None
             return JSONResponse(metadata.model_dump(mode="json", exclude_none=True))
 
         return Route("/.well-known/oauth-authorization-server", serve)
