@@ -131,3 +131,41 @@ async def test_an_overrides_hidden_parameter_is_refused_and_its_defaults_filled_
             assert (error["path"], error["constraint"]) == ("arguments.workspace", "hidden")
             assert "workspace" not in error["inputSchema"]["properties"]
         assert len(upstream.calls) == 2
+
+
+HEADERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "region": {"type": "string", "x-mcp-header": "Region"},
+        "verbose": {"type": "boolean", "x-mcp-header": "Verbose"},
+        "scope": {"type": "object", "properties": {"team": {"type": "string", "x-mcp-header": "Team"}}},
+        "plain": {"type": "boolean"},
+    },
+    "required": ["region"],
+}
+
+
+@pytest.mark.parametrize(
+    "given",
+    [{"region": "eu", "verbose": None}, {"region": "eu", "scope": {"team": None}}],
+)
+async def test_a_null_header_argument_counts_as_not_given_and_goes_upstream_as_sent(given: dict[str, Any]) -> None:
+    """SEP-2243: a `null` for a property mirrored into an `Mcp-Param-*` header means the header is left out;
+    the caller's `null` is not a wrong type (the suite's `sep-2243-client-omit-null` sends one)."""
+    assert await check_arguments(given, HEADERS) == given
+
+
+@pytest.mark.parametrize(
+    ("given", "path", "constraint"),
+    [
+        ({"region": None}, "arguments.region", "required"),  # not given, and it is required
+        ({"region": "eu", "plain": None}, "arguments.plain", "type"),  # no header: null is just the wrong type
+        ({"region": "eu", "verbose": "loud"}, "arguments.verbose", "type"),
+    ],
+)
+async def test_other_nulls_and_wrong_header_values_are_still_refused(
+    given: dict[str, Any], path: str, constraint: str
+) -> None:
+    with pytest.raises(InvalidArguments) as caught:
+        await check_arguments(given, HEADERS)
+    assert (caught.value.path, caught.value.constraint) == (path, constraint)

@@ -22,9 +22,10 @@ import pytest
 from conftest import free_port, serve_app
 from keyring.backend import KeyringBackend
 from mcp import Client, types
+from mcp.shared.auth import OAuthClientInformationFull
 from servers.controllable import State
 from servers.harness import running_fleet, wait_for
-from servers.oauth_upstream import AuthServer, consent, oauth_app
+from servers.oauth_upstream import SCOPE, AuthServer, consent, oauth_app
 
 from proxy.config import OAuthSettings, ToolsetsConfig, UpstreamConfig
 from proxy.downstream import ChangeNotifier, Handlers, build_server
@@ -129,6 +130,24 @@ async def test_a_configured_client_id_is_used_instead_of_registering(tmp_path: P
             await login(config.model_copy(update={"auth": settings}), tmp_path, show_url=consent)
         assert len(auth.clients) == 1 and auth.consents == 2
         assert "client" not in json.loads((tmp_path / ".secrets" / "web.json").read_text())
+
+
+@pytest.mark.parametrize("listed", [["client_secret_basic"], []])
+async def test_a_configured_secret_authenticates_as_the_authorization_server_lists(
+    tmp_path: Path, listed: list[str]
+) -> None:
+    """A client registered beforehand for `client_secret_basic` (where nothing is listed, RFC 8414's default);
+    the SDK's server, listing post first, takes the secret in the body (the test above)."""
+    async with oauth_upstream(token_auth_methods=listed) as (auth, config):
+        assert config.auth is not None
+        auth.clients["pre"] = OAuthClientInformationFull(
+            client_id="pre", client_secret="pre-secret", token_endpoint_auth_method="client_secret_basic",
+            scope=SCOPE, redirect_uris=[f"http://127.0.0.1:{config.auth.redirect_port}/callback"],  # type: ignore[list-item]
+        )
+        settings = OAuthSettings(client_id="pre", client_secret="pre-secret", redirect_port=config.auth.redirect_port)
+        with anyio.fail_after(20):
+            assert await login(config.model_copy(update={"auth": settings}), tmp_path, show_url=consent) > 0
+        assert auth.consents == 1 and list(auth.clients) == ["pre"]
 
 
 async def test_without_consent_the_server_waits_in_needs_auth_until_a_login(
@@ -309,3 +328,31 @@ async def test_without_a_channel_a_revoked_token_mid_call_names_the_login(tmp_pa
             auth.revoke_everything()
             with pytest.raises(UpstreamNeedsAuth, match="toolbridge login web"):  # not "outcome uncertain"
                 await fleet.call_tool("web", "echo", {"text": "hi"})
+
+
+async def test_a_call_refused_for_a_narrow_scope_gets_consent_for_the_wider_one_and_runs_once(tmp_path: Path) -> None:
+    """A 403 `insufficient_scope` (a step-up): the stored token is still valid for the rest, so the consent
+    must ask for the union of the scopes anyway, and the call runs with the new token."""
+    async with oauth_upstream(step_up="write") as (auth, config):
+        with anyio.fail_after(20):
+            await login(config, tmp_path, show_url=consent)
+        assert [token.scopes for token in auth.access.values()] == [["tools"]]
+        async with running_fleet([config], tmp_path, keepalive=600, login_poll=0.02) as (fleet, registry), \
+                downstream(fleet, registry) as server, anyio.create_task_group() as browser:
+            asked: list[str] = []
+
+            async def open_in_browser(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+                assert isinstance(params, types.ElicitRequestURLParams)
+                asked.append(params.url)
+                browser.start_soon(consent, params.url)
+                return types.ElicitResult(action="accept")
+
+            with anyio.fail_after(20):
+                await fleet.wait_state("web", UpstreamState.READY)
+            async with Client(server, mode="legacy", elicitation_callback=open_in_browser) as client:
+                with anyio.fail_after(30):
+                    result = await client.call_tool("web__echo", {"text": "wider"})
+            assert not result.is_error and text(result) == "wider", result
+            assert len(asked) == 1 and "scope=tools+write" in asked[0] and auth.consents == 2
+            assert sorted(map(sorted, (token.scopes for token in auth.access.values()))) == [
+                ["tools"], ["tools", "write"]]

@@ -58,6 +58,10 @@ class AuthServer:
     # metadata says `client_id_metadata_document_supported`.
     documents: dict[str, OAuthClientInformationFull] = field(default_factory=dict)
     iss: str | None = None  # the `iss` of its authorization responses (RFC 9207); none by default
+    # The token endpoint authentication methods its metadata lists, where not the SDK's (an empty list: none listed).
+    token_auth_methods: list[str] | None = None
+    # A scope `tools/call` needs besides `SCOPE`: a call without it is refused 403 `insufficient_scope`.
+    step_up: str | None = None
 
     presented: list[str] = field(default_factory=list)  # every client id and refresh token it was shown
 
@@ -67,6 +71,8 @@ class AuthServer:
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         assert client_info.client_id is not None
+        if self.step_up is not None:  # any client may later ask for the wider scope too
+            client_info = client_info.model_copy(update={"scope": f"{SCOPE} {self.step_up}"})
         self.clients[client_info.client_id] = client_info
 
     async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
@@ -157,6 +163,8 @@ class AuthServer:
             metadata = build_metadata(settings.issuer_url, None, settings.client_registration_options,
                                       settings.revocation_options)
             metadata.client_id_metadata_document_supported = bool(self.documents) or None
+            if self.token_auth_methods is not None:
+                metadata.token_endpoint_auth_methods_supported = self.token_auth_methods or None
             return JSONResponse(metadata.model_dump(mode="json", exclude_none=True))
 
         return Route("/.well-known/oauth-authorization-server", serve)
@@ -164,7 +172,7 @@ class AuthServer:
 
 def oauth_app(auth: AuthServer, state: Any = None) -> Any:
     """The controllable server at `/mcp`, reachable only with a token `auth` issued for it."""
-    settings = _settings(auth.base, f"{auth.base}/mcp")
+    settings = _settings(auth.base, f"{auth.base}/mcp", auth.step_up)
     app = build_server(state).streamable_http_app(
         auth=settings, token_verifier=ProviderTokenVerifier(auth), auth_server_provider=auth,
         custom_starlette_routes=[Route("/consent", auth.consent_page, methods=["GET", "POST"])],
@@ -174,19 +182,46 @@ def oauth_app(auth: AuthServer, state: Any = None) -> Any:
     async def counting(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["path"].startswith("/.well-known/oauth-protected-resource"):
             auth.discoveries += 1
+        if auth.step_up is not None and scope["type"] == "http" and scope["method"] == "POST":
+            receive = await _refused_without(auth, auth.step_up, scope, receive, send)
+            if receive is None:
+                return
         await app(scope, receive, send)
 
     return counting
 
 
-def _settings(issuer: str, resource: str | None) -> AuthSettings:
+async def _refused_without(auth: AuthServer, needed: str, scope: Any, receive: Any, send: Any) -> Any:
+    """A `tools/call` whose token lacks `needed` is answered 403 `insufficient_scope` (None); any other request
+    goes on, its body replayed (the returned `receive`)."""
+    messages = [await receive()]
+    while messages[-1].get("more_body"):
+        messages.append(await receive())
+    body = b"".join(message.get("body", b"") for message in messages)
+    token = dict(scope["headers"]).get(b"authorization", b"").decode().removeprefix("Bearer ")
+    granted = auth.access[token].scopes if token in auth.access else [needed]  # no token: the SDK's 401
+    if b'"tools/call"' in body and needed not in granted:
+        challenge = f'Bearer error="insufficient_scope", scope="{SCOPE} {needed}"'
+        await send({"type": "http.response.start", "status": 403,
+                    "headers": [(b"www-authenticate", challenge.encode()), (b"content-length", b"0")]})
+        await send({"type": "http.response.body", "body": b""})
+        return None
+
+    async def replay() -> Any:
+        return messages.pop(0) if messages else await receive()
+
+    return replay
+
+
+def _settings(issuer: str, resource: str | None, step_up: str | None = None) -> AuthSettings:
+    scopes = [SCOPE, step_up] if step_up else [SCOPE]
     return AuthSettings(
         issuer_url=AnyHttpUrl(issuer),
         resource_server_url=AnyHttpUrl(resource) if resource else None,
         validate_token_resource=resource is not None,
         required_scopes=[SCOPE],
-        client_registration_options=ClientRegistrationOptions(enabled=True, valid_scopes=[SCOPE],
-                                                              default_scopes=[SCOPE]),
+        client_registration_options=ClientRegistrationOptions(enabled=True, valid_scopes=scopes,
+                                                              default_scopes=scopes),
         revocation_options=RevocationOptions(enabled=True),
     )
 

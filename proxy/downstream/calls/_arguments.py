@@ -3,7 +3,9 @@
 Models often send `"5"` for 5 or `"true"` for true; those are coerced per the schema. Then the
 required keys are checked, then the JSON Schema (off the event loop, bounded: `calls/_validation`). A
 schema that cannot be used (invalid, an external `$ref`, too slow) lets the call through: the
-upstream is the final judge, we only save a round trip.
+upstream is the final judge, we only save a round trip. A `null` given for a property mirrored into
+an `Mcp-Param-*` header is checked as not given: the spec (SEP-2243) treats the two alike (the header
+is omitted), though the property's type, which must be a scalar, never admits `null`.
 
 A tool called again is checked with what its first call prepared (`check_call`): its schema, not
 read back from the registry's compressed definition, and its validator.
@@ -76,6 +78,18 @@ def coerce_arguments(arguments: Mapping[str, Any], schema: Mapping[str, Any]) ->
     return {key: _coerce_value(value, properties.get(key)) for key, value in arguments.items()}
 
 
+def _without_null_at(node: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+    """`node` without the `null` at `path` (copied along the way; `node` itself when there is none)."""
+    key, rest = path[0], path[1:]
+    value = node.get(key, ...)
+    if not rest:
+        return {k: v for k, v in node.items() if k != key} if value is None else node
+    if not isinstance(value, dict):
+        return node
+    inner = _without_null_at(value, rest)
+    return node if inner is value else {**node, key: inner}
+
+
 def _path(parts: Any) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
 
@@ -94,13 +108,16 @@ async def check_arguments(
     prepared = schema if isinstance(schema, PreparedSchema) else PreparedSchema(schema)
     schema = prepared.schema
     coerced = coerce_arguments(arguments or {}, schema)
+    judged = coerced
+    for path in prepared.header_paths:
+        judged = _without_null_at(judged, path)
     required = schema.get("required")
     if isinstance(required, list):
-        missing = [key for key in required if isinstance(key, str) and key not in coerced]
+        missing = [key for key in required if isinstance(key, str) and key not in judged]
         if missing:
             # What is wrong with the arguments given too: a model that fixes only the missing ones pays a turn more.
             given = {key: value for key, value in schema.items() if key != "required"}
-            also = await find_error(coerced, PreparedSchema(given)) if coerced else None
+            also = await find_error(judged, PreparedSchema(given)) if judged else None
             more = f"; also arguments{_path(also.absolute_path)}: {also.message}" if also is not None else ""
             raise InvalidArguments(
                 f"missing required argument{'s' if len(missing) > 1 else ''}: {', '.join(missing)}{more}",
@@ -108,7 +125,7 @@ async def check_arguments(
                 "required",
                 dict(schema),
             )
-    error = await find_error(coerced, prepared)
+    error = await find_error(judged, prepared)
     if error is not None:
         raise InvalidArguments(
             error.message, "arguments" + _path(error.absolute_path), str(error.validator), dict(schema)

@@ -36,6 +36,7 @@ import anyio.to_thread
 import re2
 from jsonschema import exceptions as schema_errors
 from jsonschema import validators
+from mcp.shared.inbound import find_invalid_x_mcp_header, x_mcp_header_map
 from referencing import Registry
 from referencing.exceptions import NoSuchResource
 
@@ -305,7 +306,7 @@ class PreparedSchema:
     again: whether it is small enough to check on the loop, and its validator (which costs more to
     build than a small check costs to run)."""
 
-    __slots__ = ("_python_regex", "_quick", "_validator", "on_loop", "schema")
+    __slots__ = ("_header_paths", "_python_regex", "_quick", "_validator", "on_loop", "schema")
 
     def __init__(self, schema: Mapping[str, Any]) -> None:
         self.schema = schema
@@ -313,6 +314,15 @@ class PreparedSchema:
         self._quick = _quick_or_none(schema) if self.on_loop else None
         self._validator: Any = _UNBUILT
         self._python_regex: bool | None = None  # worked out in the worker thread, for a schema checked there
+        self._header_paths: tuple[tuple[str, ...], ...] | None = None
+
+    @property
+    def header_paths(self) -> tuple[tuple[str, ...], ...]:
+        """The properties mirrored into `Mcp-Param-*` headers (`x-mcp-header`, SEP-2243), worked out once."""
+        if self._header_paths is None:
+            valid = find_invalid_x_mcp_header(self.schema) is None  # a tool with an invalid one is not listed
+            self._header_paths = tuple(x_mcp_header_map(self.schema)) if valid else ()
+        return self._header_paths
 
     def first_error(self, arguments: dict[str, Any]) -> schema_errors.ValidationError | None:
         """The most relevant validation error, or None when valid or when the schema cannot be used

@@ -2,9 +2,11 @@
 
 Each connection authenticates with a serving `oauth_auth`, which never waits for a person: a flow
 that needs one marks `needed` and stops with `UpstreamNeedsAuth` — when connecting, or in the
-middle of a call whose token was revoked (that request was refused with a 401, so it never ran).
-The supervisor then waits for new stored credentials (`wait_for_login`); a caller asks its client
-to get them (`ask`, a URL elicitation), one at a time since they share the redirect port.
+middle of a call whose token was revoked (that request was refused with a 401, so it never ran)
+or lacks a scope the call needs (a 403 `insufficient_scope`: `scope` is then the wider one to ask
+for, the stored token being valid for the rest). The supervisor then waits for new stored
+credentials (`wait_for_login`); a caller asks its client to get them (`ask`, a URL elicitation),
+one at a time since they share the redirect port.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class Consent:
         self.config_dir = config_dir
         self.poll = poll
         self.needed = False
+        self.scope: str | None = None
         self._stamp = ""
         self._asking = anyio.Lock()
 
@@ -37,8 +40,9 @@ class Consent:
         self._stamp = await token_store(self.config, self.config_dir).stamp()
         self.needed = False
 
-        def stopped() -> None:
+        def stopped(scope: str | None) -> None:
             self.needed = True
+            self.scope = scope
 
         return oauth_auth(self.config, self.config_dir, on_needs_consent=stopped)
 
@@ -60,5 +64,5 @@ class Consent:
             raise UpstreamNeedsAuth(self.config.name)
         async with self._asking:
             if self.needed:
-                await login_by_elicitation(self.config, self.config_dir, channel)
+                await login_by_elicitation(self.config, self.config_dir, channel, scope=self.scope)
                 self.needed = False

@@ -90,11 +90,13 @@ class _Callback:
 
 
 async def login(
-    config: UpstreamConfig, config_dir: Path, *, show_url: OpenUrl, timeout: float = LOGIN_TIMEOUT
+    config: UpstreamConfig, config_dir: Path, *, show_url: OpenUrl, timeout: float = LOGIN_TIMEOUT,
+    scope: str | None = None,
 ) -> int:
     """Authorize toolbridge for `config` (an `auth: oauth` upstream); returns how many tools it has.
 
-    Already-valid stored tokens are used as they are; a refresh or a new consent is stored.
+    Already-valid stored tokens are used as they are, unless `scope` names one a request needed that they
+    lack (a step-up): then the user is asked for it; a refresh or a new consent is stored.
 
     Raises:
         UpstreamRefused: the redirect port is taken, the user refused, or nothing arrived in time.
@@ -119,7 +121,7 @@ async def login(
     async def wait_for_code() -> AuthorizationCodeResult:
         return await callback.wait(timeout)
 
-    auth = oauth_auth(config, config_dir, open_url=open_url, wait_for_code=wait_for_code)
+    auth = oauth_auth(config, config_dir, open_url=open_url, wait_for_code=wait_for_code, scope=scope)
     failure: UpstreamError | None = None
     async with listener, anyio.create_task_group() as tg:
         tg.start_soon(listener.serve, callback.handle)
@@ -136,9 +138,11 @@ async def login(
 
 
 async def login_by_elicitation(
-    config: UpstreamConfig, config_dir: Path, channel: BackChannel, *, timeout: float = LOGIN_TIMEOUT
+    config: UpstreamConfig, config_dir: Path, channel: BackChannel, *, timeout: float = LOGIN_TIMEOUT,
+    scope: str | None = None,
 ) -> None:
-    """Ask the calling session to open the authorization URL (URL-mode elicitation), then finish the login.
+    """Ask the calling session to open the authorization URL (URL-mode elicitation), then finish the login
+    (asking for `scope`, the one a request was refused without, when given).
 
     Raises:
         UpstreamNeedsAuth: the client cannot show a URL, or the user declined.
@@ -153,4 +157,4 @@ async def login_by_elicitation(
         if not isinstance(answer, types.ElicitResult) or answer.action != "accept":
             raise UpstreamNeedsAuth(config.name)
 
-    await login(config, config_dir, show_url=ask, timeout=timeout)
+    await login(config, config_dir, show_url=ask, timeout=timeout, scope=scope)

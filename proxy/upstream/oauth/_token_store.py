@@ -154,7 +154,8 @@ class TokenStore:
                 client_id=settings.client_id,
                 client_secret=settings.client_secret,
                 redirect_uris=[self.redirect_uri],  # type: ignore[list-item]
-                token_endpoint_auth_method="client_secret_post" if settings.client_secret else "none",
+                # with a secret, the method is the authorization server's choice, known once its metadata is
+                token_endpoint_auth_method=None if settings.client_secret else "none",
             )
         record = await self._entry()
         if "client" not in record:
