@@ -147,7 +147,8 @@ async def test_an_undeclared_capability_is_refused_as_the_upstream_refuses_it_di
     mode: str, tmp_path: Path
 ) -> None:
     """The upstream judges each request by its caller's capabilities (a 2026-era caller's own `_meta`, a
-    handshake-era one's `initialize`), not by toolbridge's, which take sampling for anyone."""
+    handshake-era one's `initialize`), not by toolbridge's, which take sampling for anyone; an upstream that
+    asks regardless is refused for the caller."""
     async with (
         _toolbridge(tmp_path) as url,
         Client(url, mode=mode) as without,
@@ -157,9 +158,12 @@ async def test_an_undeclared_capability_is_refused_as_the_upstream_refuses_it_di
             with pytest.raises(MCPError) as refused:
                 await without.call_tool("test_missing_capability", {})
             sampled = await with_sampling.call_tool("test_missing_capability", {})
+            asked_anyway = await without.call_tool("test_input_required_result_sampling", {})
     assert refused.value.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY
     assert refused.value.data == {"requiredCapabilities": {"sampling": {}}}
     assert _text(sampled) == "Sampled: Paris"
+    assert asked_anyway.is_error  # an upstream that asks regardless is refused by toolbridge, not the caller asked
+    assert "the downstream client does not support sampling" in str(asked_anyway.content[0])
 
 
 async def test_a_prompt_asks_a_handshake_era_caller_on_its_own_stream(tmp_path: Path) -> None:
