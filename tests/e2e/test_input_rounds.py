@@ -175,3 +175,15 @@ async def test_a_prompt_asks_a_handshake_era_caller_on_its_own_stream(tmp_path: 
             got = await client.get_prompt(mrtr_tools.PROMPT.name)
     assert isinstance(got.messages[0].content, types.TextContent)
     assert got.messages[0].content.text == "Context: from the stream"
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_read_the_upstream_refuses_names_the_uri_asked_for(mode: str, tmp_path: Path) -> None:
+    """SEP-2164: a resource not found is -32602 whose `data.uri` is the URI the client asked for (here the
+    qualified form, which reaches the upstream whatever it lists: it is the upstream that refuses)."""
+    uri = "toolbridge://server/fixture/test://nonexistent"
+    async with _toolbridge(tmp_path) as url, Client(url, mode=mode) as client:
+        with anyio.fail_after(30), pytest.raises(MCPError) as refused:
+            await client.read_resource(uri)
+    assert refused.value.code == types.INVALID_PARAMS
+    assert refused.value.data == {"uri": uri}
