@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.from_thread
 import anyio.to_thread
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import types
 
 from proxy.catalogs import Catalogs
 from proxy.config import Config, keep_last_good, load_config, reload_note
+from proxy.console import Console, ConsoleSources
 from proxy.downstream import (
     CallRecord,
     ChangeNotifier,
@@ -43,9 +45,9 @@ from proxy.downstream import (
 )
 from proxy.errors import remember_secrets
 from proxy.ops import AuditLog, Metrics, reload_on_sighup, status_report, watch_config
-from proxy.protocol import NoticeSink
+from proxy.protocol import Notice, NoticeSink
 from proxy.registry import Registry
-from proxy.replicated import SharedState, open_shared_state
+from proxy.replicated import Limits, SharedState, open_shared_state
 from proxy.upstream import DiskCatalogCache, FingerprintStore, Fleet, FleetSettings, ToolGate, config_key
 from proxy.views import Views
 
@@ -54,6 +56,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+NOTICE_BUFFER = 1000
+
 
 @dataclass
 class Gateway:
@@ -61,9 +65,11 @@ class Gateway:
     registry: Registry
     fleet: Fleet
     views: Views
-    notice_listeners: list[NoticeSink]
+    notices: MemoryObjectReceiveStream[Notice]
+    """What the upstreams said that no call claimed, for the downstream handlers to deliver."""
     shared: SharedState
     gate: ToolGate
+    limits: Limits
 
     async def wait_until_ready(self, timeout: float) -> bool:
         """Wait (bounded) until every upstream has connected or failed once (a lazy one is not started)."""
@@ -77,7 +83,7 @@ class Gateway:
                 "servers": {s.name: s.state.value for s in self.fleet.status()}}
 
     def status(self) -> dict[str, Any]:
-        return status_report(self.config, self.fleet, self.views, self.gate.store)
+        return status_report(self.config, self.fleet, self.views, self.gate.store, self.limits)
 
     def reload(self) -> None:
         """Re-read the config dir: start added servers, stop removed ones, restart changed ones, and
@@ -91,6 +97,7 @@ class Gateway:
             config.toolsets = config.toolsets.model_copy(update={"auth": self.config.toolsets.auth})
         self.fleet.update(config.upstreams)
         self.views.update_toolsets(config.toolsets)
+        self.limits.update(config.toolsets.limits)
         self.config = config
 
 
@@ -134,41 +141,61 @@ async def keep_embeddings(
         await registry.wait_for_change(since)
 
 
+def _dropping_when_full(stream: MemoryObjectSendStream[Notice]) -> NoticeSink:
+    """A flood of notices never blocks the upstream that sends it: past `NOTICE_BUFFER` waiting, new ones are
+    dropped (said once per server, until one gets through again)."""
+    dropping: set[str] = set()
+
+    async def sink(server: str, notification: types.ServerNotification) -> None:
+        try:
+            stream.send_nowait((server, notification))
+            dropping.discard(server)
+        except anyio.WouldBlock:
+            if server not in dropping:
+                dropping.add(server)
+                logger.warning("server %s: %d notices wait to be delivered; dropping new ones", server, NOTICE_BUFFER)
+
+    return sink
+
+
 @asynccontextmanager
 async def run_gateway(
-    config: Config, *, context_tokens: int | None = None, log_dir: Path | None = None, redis_url: str | None = None
+    config: Config, *, context_tokens: int | None = None, log_dir: Path | None = None, redis_url: str | None = None,
+    audit: AuditLog | None = None,
 ) -> AsyncIterator[Gateway]:
-    """Start every upstream (concurrently, in the background) and yield the gateway.
+    """Start every upstream (concurrently, in the background) and yield the gateway; `audit` records every tool
+    definition change the gate sees.
 
     State shared with other replicas lives in Redis at `redis_url`, else `toolsets.yaml`'s, else in this process.
     """
     registry = Registry()
     catalogs = Catalogs(registry)
-    listeners: list[NoticeSink] = []
-
-    async def notices(server: str, notification: types.ServerNotification) -> None:
-        for listener in listeners:
-            await listener(server, notification)
-
+    notices, unclaimed = anyio.create_memory_object_stream[Notice](NOTICE_BUFFER)
     settings = config.toolsets
-    async with open_shared_state(redis_url or settings.redis_url) as shared, anyio.create_task_group() as tg:
+    # the senders' end closes before the receivers': the handlers' delivery then ends quietly
+    async with unclaimed, notices, open_shared_state(redis_url or settings.redis_url) as shared, \
+            anyio.create_task_group() as tg:
         shared_cache = shared.catalog_cache(config_key)
         if shared_cache is not None:
             await tg.start(shared_cache.run)  # its mirror is filled before the fleet reads it
-        gate = ToolGate(FingerprintStore(fingerprints_path(config.directory)))
+        gate = ToolGate(FingerprintStore(fingerprints_path(config.directory)),
+                        audit.record_tool_change if audit is not None else None)
         running = FleetSettings(config.directory, log_dir or config.directory / "logs", lazy=settings.lazy,
                                 idle_timeout=settings.idle_timeout, spawn_concurrency=settings.spawn_concurrency)
-        fleet = Fleet(config.upstreams, registry, running, gate=gate, catalogs=catalogs, notices=notices,
+        fleet = Fleet(config.upstreams, registry, running, gate=gate, catalogs=catalogs,
+                      notices=_dropping_when_full(notices),
                       cache=shared_cache or DiskCatalogCache(cache_dir(config) / "catalogs"))
         views = Views(registry, config.toolsets, fleet.availability, default_context_tokens=context_tokens,
-                      cache_dir=embedding_cache_dir(config), catalogs=catalogs)
+                      cache_dir=embedding_cache_dir(config), catalogs=catalogs, settled=fleet.ready)
+        limits = Limits(settings.limits, shared.limit_store())
+        await tg.start(limits.run)
         await tg.start(gate.follow, fleet.republish)
         await tg.start(fleet.run)
         await tg.start(views.index_when_idle)
         if views.semantic is not None:
             await tg.start(keep_embeddings, views.semantic, registry)
         try:
-            yield Gateway(config, registry, fleet, views, listeners, shared, gate)
+            yield Gateway(config, registry, fleet, views, unclaimed, shared, gate, limits)
         finally:
             tg.cancel_scope.cancel()
 
@@ -251,23 +278,22 @@ async def _serve(
     async with anyio.create_task_group() as tg:
         shutdown = _Shutdown(tg.cancel_scope)
         tg.start_soon(shutdown.wait_for_signal)
-        async with run_gateway(config, context_tokens=context_tokens, redis_url=redis_url) as gateway:
+        async with run_gateway(config, context_tokens=context_tokens, redis_url=redis_url, audit=audit) as gateway:
             notifier = ChangeNotifier(gateway.views, Promoter(gateway.views, gateway.shared.promotions()))
             await tg.start(notifier.run)
-            metrics = Metrics(gateway.fleet, gateway.views, notifier, top_tools=config.toolsets.metrics.top_tools)
+            metrics = Metrics(gateway.fleet, gateway.views, notifier, gateway.gate.store, gateway.limits,
+                              top_tools=config.toolsets.metrics.top_tools)
             handlers = Handlers(gateway.views, gateway.fleet, notifier, fleet_ready=gateway.fleet.ready,
                                 fleet_started=gateway.fleet.started,
                                 startup_wait=config.toolsets.startup_wait, profile=profile,
-                                on_call=_call_observers(metrics, audit),
+                                on_call=_call_observers(metrics, audit), limits=gateway.limits,
                                 large_results=LargeResults(gateway.shared.results,
                                                            config.toolsets.large_results.max_chars),
                                 tasks=await _tasks(gateway, http),
                                 request_states=RequestStates(await gateway.shared.signing_key(),
-                                                             http.replica_id if http is not None else None))
+                                                             http.replica_id if http is not None else None),
+                                notices=gateway.notices)
             await tg.start(handlers.run)
-            gateway.notice_listeners.append(handlers.on_notice)
-            if audit is not None:
-                gateway.gate.listeners.append(audit.record_tool_change)
             tg.start_soon(reload_on_sighup, gateway.reload)
             if watch:
                 tg.start_soon(watch_config, config.directory, gateway.reload)
@@ -290,6 +316,8 @@ async def _serve(
                     replica=ReplicaMarker(http.replica_id) if http.replica_id else None,
                     forget=handlers.forget,
                     profiles=lambda: gateway.views.toolsets.profiles,
+                    console=Console(ConsoleSources(gateway.status, gateway.views, metrics, gateway.gate.store,
+                                                   audit.path if audit is not None else None)),
                 )
                 shutdown.drain = anyio.Event()
                 logger.info("serving Streamable HTTP on http://%s:%s/mcp", http.host, http.port)

@@ -16,6 +16,7 @@
         ├── BridgeError                      a malformed bridge call (wrong types, too many names)
         ├── UnknownTool(name, suggestions)   no such tool, or one outside the session's scope: the same answer
         ├── DeferredTool(name)               called directly, but only `tool_call` reaches it
+        ├── LimitReached(limit, allows, retry_after)  a `limits:` entry allows no more calls now
         └── InvalidArguments(message, path, constraint, input_schema)
 
 `str()` of any of them is safe to show a user: string arguments are redacted on the way in, and
@@ -27,6 +28,7 @@ keyed on exception types, JSON-RPC error codes and the HTTP responses seen, neve
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -46,6 +48,7 @@ __all__ = [
     "DeferredTool",
     "HttpResponse",
     "InvalidArguments",
+    "LimitReached",
     "MissingCapability",
     "NeedsBackChannel",
     "SessionLost",
@@ -180,6 +183,18 @@ class DeferredTool(ToolCallError):
         self.name = name
         super().__init__(f"'{name}' is a deferred tool: call it through tool_call with "
                          f'{{"name": "{name}", "arguments": {{...}}}} (tool_describe gives its schema).')
+
+
+class LimitReached(ToolCallError):
+    """A `limits:` entry allows this caller no more calls now: `retry_after` seconds for a calls-per-minute
+    limit, None for a concurrency limit (a slot comes back when one of the caller's calls finishes)."""
+
+    def __init__(self, limit: str, allows: str, retry_after: float | None) -> None:
+        self.limit = limit
+        self.retry_after = retry_after
+        when = ("retry once one of them has finished" if retry_after is None
+                else f"retry in {max(1, math.ceil(retry_after))} s")
+        super().__init__(f"limit '{limit}' reached ({allows}); {when}")
 
 
 class InvalidArguments(ToolCallError):

@@ -1,4 +1,4 @@
-"""The deferred-tool catalog listing that closes the `tool_search` description (SPEC §6.3, §6.4).
+"""The listing of deferred tools that closes the `tool_search` description (SPEC §6.3, §6.4).
 
 The listing keeps the model aware of which tools exist without paying for their schemas. It is
 part of every `tools/list` answer, and sessions are notified whenever that answer changes by a

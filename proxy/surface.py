@@ -186,6 +186,9 @@ def _search_description(count: int, listing: Listing) -> str:
     ]
     if listing.text is not None:
         parts.append("Every name in the catalog below exists: never claim one is unavailable.")
+    if count == 0:  # the fleet is still starting (`Views.settled`), or every deferring server is restarting
+        parts.append("No deferred tool is available right now (servers starting or restarting); the tool list is "
+                     "announced as changed when they arrive.")
     parts.append("With an exact name, skip search and use `tool_describe`.")
     if listing.collapsed:
         parts.append('Servers marked "names not listed" still have tools: search them.')

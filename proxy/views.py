@@ -213,8 +213,13 @@ class Views:
         default_context_tokens: int | None = None,
         cache_dir: Path | None = None,
         catalogs: Catalogs | None = None,
+        settled: anyio.Event | None = None,
     ) -> None:
         self.registry = registry
+        # Every upstream registered or failed once. Until then a session whose scope knows no deferred tool still
+        # gets the bridge tools: its servers' tools are on their way, and a client that finds no tool at all may
+        # drop the server (Gemini CLI marks it disconnected).
+        self.settled = settled
         self.catalogs = catalogs or Catalogs(registry)
         self.toolsets = toolsets
         self.is_available = is_available
@@ -313,13 +318,17 @@ class Views:
     def for_profile(self, profile: str) -> SessionView:
         """The session view for a profile, computed once per catalog state."""
         unavailable = self.unavailable_servers()
-        key = (self.registry.generation, unavailable, profile)
+        key = (self.registry.generation, unavailable, self.starting, profile)
         view = self._views.get(key)
         if view is None:
-            if any(k[:2] != key[:2] for k in self._views):
+            if any(k[:3] != key[:3] for k in self._views):
                 self._views.clear()
             view = self._views[key] = self._build_view(profile, unavailable)
         return view
+
+    @property
+    def starting(self) -> bool:
+        return self.settled is not None and not self.settled.is_set()
 
     def _build_view(self, profile_name: str, unavailable: frozenset[str]) -> SessionView:
         profile = self._profile(profile_name)
@@ -344,7 +353,7 @@ class Views:
             by_server.setdefault(tools[name].server, []).append(tools[name])
         surface = build_surface(
             [tools[n].tool for n in core], by_server, self.toolsets.tool_search, context, hints,
-            reserved_tokens=reserved, deferrable=bool(known_deferred),
+            reserved_tokens=reserved, deferrable=bool(known_deferred) or self.starting,
         )
         return SessionView(
             profile_name, context, allowed, core, deferred, surface, _fingerprint(surface.tools),

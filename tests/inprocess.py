@@ -15,9 +15,9 @@ from mcp.server.lowlevel import Server
 from proxy.catalogs import Catalogs
 from proxy.config import ToolsetsConfig
 from proxy.downstream import ChangeNotifier, Handlers, LargeResults, build_server
-from proxy.protocol import BackChannel, CacheHint, ListKind, NoticeSink, ProgressCallback, ServerTraits
+from proxy.protocol import BackChannel, CacheHint, ListKind, Notice, NoticeSink, ProgressCallback, ServerTraits
 from proxy.registry import Registry
-from proxy.replicated import MemoryResultStore
+from proxy.replicated import Limits, MemoryResultStore
 from proxy.upstream import InFlight, client_callbacks
 from proxy.views import Views
 
@@ -128,13 +128,17 @@ async def gateway(
     catalogs = Catalogs(registry)
     caller = ClientCaller()
     every = {**{u.name: u.server() for u in upstreams}, **(servers or {})}
-    async def notices(server: str, notification: types.ServerNotification) -> None:
-        await handlers.on_notice(server, notification)  # the upstream clients connect before the handlers exist
+    send_notice, notices = anyio.create_memory_object_stream[Notice](100)
+
+    async def notice(server: str, notification: types.ServerNotification) -> None:
+        await send_notice.send((server, notification))
 
     async with AsyncExitStack() as stack:
+        stack.enter_context(notices)
+        stack.enter_context(send_notice)  # closed first: the handlers' delivery ends quietly
         for name, server in every.items():
             client = await stack.enter_async_context(caller.client(server, name, "legacy" if name not in (
-                servers or {}) else mode, notices))
+                servers or {}) else mode, notice))
             caller.clients[name] = client
             listed = await client.list_tools()
             registry.set_server_tools(name, listed.tools)
@@ -146,7 +150,7 @@ async def gateway(
         notifier = ChangeNotifier(views)
         large = LargeResults(MemoryResultStore(ttl=60, max_chars=10_000_000), views.toolsets.large_results.max_chars)
         handlers = Handlers(views, caller, notifier, fleet_ready=ready, startup_wait=0, profile=profile,
-                            large_results=large)
+                            large_results=large, notices=notices, limits=Limits(views.toolsets.limits))
         async with anyio.create_task_group() as tg:
             await tg.start(notifier.run)
             await tg.start(handlers.run)

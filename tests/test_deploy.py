@@ -1,13 +1,19 @@
 """deploy/: the Kubernetes manifests pass the API schemas (kubernetes-validate, offline), and nginx.conf,
-compose.yaml and the manifests name the same replicas. tests/e2e/test_replicas.py runs nginx.conf for real."""
+compose.yaml and the manifests name the same replicas. tests/e2e/test_replicas.py runs nginx.conf for real.
+The Prometheus alert rules and every Grafana query pass Prometheus's own parser (`promtool`, Debian's
+`prometheus` package), and the rules fire as their unit tests say; tests/e2e/test_monitoring.py checks
+that each series they name is one `/metrics` exports."""
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from proxy.downstream import REPLICA_ID_PATTERN
@@ -16,6 +22,13 @@ DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 MANIFESTS = sorted((DEPLOY / "kubernetes").glob("*.yaml"))
 VALIDATE = Path(sys.executable).with_name("kubernetes-validate")
 KUBERNETES = "1.30.0"
+RULES = DEPLOY / "prometheus" / "rules.yaml"
+DASHBOARD = DEPLOY / "grafana" / "toolbridge.json"
+PROMTOOL = shutil.which("promtool")
+needs_promtool = pytest.mark.skipif(PROMTOOL is None,
+                                    reason="needs promtool (Debian's prometheus package; .ci/run installs it)")
+# What Grafana puts in a query before Prometheus sees it.
+GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$instance": ".*"}
 
 
 def validate(path: Path) -> subprocess.CompletedProcess[str]:
@@ -84,3 +97,47 @@ def test_nginx_compose_and_kubernetes_name_the_same_replicas() -> None:
     assert env["TOOLBRIDGE_REPLICA_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert env["TOOLBRIDGE_AUTH_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == "toolbridge-auth"
 
+
+
+def dashboard_queries() -> list[str]:
+    """Every PromQL query of the dashboard, with Grafana's variables filled in."""
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    queries = [target["expr"] for panel in panels for target in panel["targets"]]
+    for variable, value in GRAFANA_VARIABLES.items():
+        queries = [query.replace(variable, value) for query in queries]
+    return queries
+
+
+def rule_queries() -> list[str]:
+    return [rule["expr"] for group in yaml.safe_load(RULES.read_text())["groups"] for rule in group["rules"]]
+
+
+def promtool(*arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(PROMTOOL), *arguments], capture_output=True, text=True, timeout=60)
+
+
+@needs_promtool
+def test_the_alert_rules_parse_and_fire_as_their_unit_tests_say() -> None:
+    checked = promtool("check", "rules", str(RULES))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    tested = promtool("test", "rules", str(DEPLOY / "prometheus" / "rules.test.yaml"))
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    names = [rule["alert"] for group in yaml.safe_load(RULES.read_text())["groups"] for rule in group["rules"]]
+    assert names == ["ToolbridgeUpstreamParked", "ToolbridgeUpstreamErrorRatio", "ToolbridgeUpstreamSlow",
+                     "ToolbridgeToolChangePending"]
+
+
+@needs_promtool
+def test_every_dashboard_query_parses_as_promql(tmp_path: Path) -> None:
+    """Each query, as a recording rule, through `promtool check rules` (Prometheus's PromQL parser)."""
+    def check(queries: list[str]) -> subprocess.CompletedProcess[str]:
+        rules = [{"record": f"dashboard:query_{i}", "expr": query} for i, query in enumerate(queries)]
+        path = tmp_path / "dashboard-rules.yaml"
+        path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
+        return promtool("check", "rules", str(path))
+
+    queries = dashboard_queries()
+    assert len(queries) >= 12
+    checked = check(queries)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert check([*queries, "sum by (server (toolbridge_tool_calls_total)"]).returncode != 0

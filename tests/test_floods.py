@@ -11,11 +11,13 @@ import pytest
 from inprocess import tool
 from mcp import types
 
+from proxy.app import NOTICE_BUFFER, _dropping_when_full
 from proxy.config import ToolsetsConfig
 from proxy.downstream.rounds import _session_channel as _channels
 from proxy.downstream.rounds._session_channel import MAX_WAITING, LatestProgress, Relaying
 from proxy.downstream.rounds._session_logs import MAX_DELIVERING, SessionLogs
 from proxy.downstream.session._identity import LOCAL_PRINCIPAL, Caller
+from proxy.protocol import Notice
 from proxy.registry import Registry
 from proxy.upstream import InFlight
 from proxy.upstream.connection._relay import MAX_PENDING_LOGS
@@ -125,3 +127,25 @@ async def test_a_request_the_client_never_answers_gets_a_timeout_error(monkeypat
     with anyio.fail_after(5):
         answer = await Unanswered().list_roots()
     assert isinstance(answer, types.ErrorData) and answer.code == types.REQUEST_TIMEOUT
+
+
+async def test_unclaimed_notices_past_the_buffer_are_dropped_never_blocking_the_upstream(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Nobody delivering: the upstream's sink still returns at once; one warning per server, not one a notice."""
+    send, receive = anyio.create_memory_object_stream[Notice](NOTICE_BUFFER)
+    sink = _dropping_when_full(send)
+    notice = types.LoggingMessageNotification(params=MESSAGE)
+    with send, receive, caplog.at_level(logging.WARNING, logger="proxy.app"), anyio.fail_after(5):
+        for _ in range(NOTICE_BUFFER + 50):
+            await sink("storm", notice)
+        await sink("other", notice)
+        assert receive.statistics().current_buffer_used == NOTICE_BUFFER
+        receive.receive_nowait()
+        await sink("storm", notice)  # room again: taken, and the next overflow is said again
+        await sink("storm", notice)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"server storm: {NOTICE_BUFFER} notices wait to be delivered; dropping new ones",
+        f"server other: {NOTICE_BUFFER} notices wait to be delivered; dropping new ones",
+        f"server storm: {NOTICE_BUFFER} notices wait to be delivered; dropping new ones",
+    ]

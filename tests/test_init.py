@@ -66,7 +66,8 @@ def test_the_example_ships_in_the_wheel_and_init_works_from_it(tmp_path: Path) -
                    check=True, timeout=300, cwd=tmp_path)
     (wheel,) = (tmp_path / "dist").glob("toolbridge-*.whl")
     shipped = set(zipfile.ZipFile(wheel).namelist())
-    assert {"proxy/example/toolsets.yaml", "proxy/example/upstreams/time.yaml"} <= shipped
+    assert {"proxy/example/toolsets.yaml", "proxy/example/upstreams/time.yaml", "proxy/console/static/console.js",
+            "proxy/console/static/console.css"} <= shipped
     subprocess.run([*pip, "install", "--no-deps", "--target", str(tmp_path / "site"), str(wheel)], check=True,
                    timeout=300)
     environment = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}

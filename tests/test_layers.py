@@ -19,7 +19,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_DIR = ROOT / "proxy"
 
-# Lowest first: config → shared state → upstreams → registry/toolsets → surface → views → downstream → app → CLI.
+# Lowest first: config → shared state → upstreams → registry/toolsets → surface → views → downstream → ops → console
+# → app → CLI.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "names", "text"),
     ("protocol",),
@@ -31,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("views",),
     ("downstream",),
     ("ops",),
+    ("console",),
     ("app",),
     ("cli", "__main__"),
 )

@@ -42,8 +42,8 @@ async def test_child_logs_are_0600_also_when_an_older_log_was_readable_by_all(tm
 
 def test_the_audit_log_stays_0600_across_rotations(tmp_path: Path) -> None:
     audit = AuditLog(tmp_path, AuditConfig(max_bytes=300, backups=2))
-    record = CallRecord(started=0.0, duration=0.001, session="s", profile="default", client="c", client_version="1",
-                        tool="a__t", server="a", via=None, outcome="ok", error=None, arguments={})
+    record = CallRecord(started=0.0, duration=0.001, session="s", principal="local", profile="default", client="c",
+                        client_version="1", tool="a__t", server="a", via=None, outcome="ok", error=None, arguments={})
     for _ in range(10):
         audit.record(record)
     audit.close()

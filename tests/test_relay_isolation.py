@@ -47,9 +47,9 @@ async def _toolbridge(tmp_path: Path, port: int, issuer: Issuer | None) -> Async
     async with run_gateway(config) as gateway, anyio.create_task_group() as tg:
         notifier = ChangeNotifier(gateway.views)
         await tg.start(notifier.run)
-        handlers = Handlers(gateway.views, gateway.fleet, notifier, fleet_ready=gateway.fleet.ready, startup_wait=5)
+        handlers = Handlers(gateway.views, gateway.fleet, notifier, fleet_ready=gateway.fleet.ready, startup_wait=5,
+                            notices=gateway.notices)
         await tg.start(handlers.run)
-        gateway.notice_listeners.append(handlers.on_notice)
         resource = ProtectedResource(settings.auth, tmp_path) if settings.auth is not None else None
         app = HttpApp(build_server(handlers), security=transport_security("127.0.0.1"), auth_token=None,
                       has_profile=gateway.views.has_profile, health=gateway.health, resource=resource)

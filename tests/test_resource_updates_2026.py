@@ -53,9 +53,9 @@ async def proxied(
         assert [s.protocol_version for s in gateway.fleet.status()] == [era]
         notifier = ChangeNotifier(gateway.views)
         await tg.start(notifier.run)
-        handlers = Handlers(gateway.views, gateway.fleet, notifier, fleet_ready=gateway.fleet.ready, startup_wait=5)
+        handlers = Handlers(gateway.views, gateway.fleet, notifier, fleet_ready=gateway.fleet.ready, startup_wait=5,
+                            notices=gateway.notices)
         await tg.start(handlers.run)
-        gateway.notice_listeners.append(handlers.on_notice)
         yield gateway.fleet, build_server(handlers)
         tg.cancel_scope.cancel()
 

@@ -35,11 +35,12 @@ PATH_SCHEMA = json.dumps({"type": "object", "properties": {"text": {"type": "str
 
 
 @asynccontextmanager
-async def proxied(tmp_path: Path, *flags: str, pin: bool) -> AsyncIterator[tuple[Gateway, Client]]:
+async def proxied(tmp_path: Path, *flags: str, pin: bool, audit: AuditLog | None = None
+                  ) -> AsyncIterator[tuple[Gateway, Client]]:
     """The gateway over one controllable server `ctl`, and an SDK client of the proxy."""
     config = Config(directory=tmp_path, upstreams={"ctl": stdio_config("ctl", *flags, pin=pin)},
                     toolsets=PASS_THROUGH)
-    async with run_gateway(config) as gateway, anyio.create_task_group() as tg:
+    async with run_gateway(config, audit=audit) as gateway, anyio.create_task_group() as tg:
         notifier = ChangeNotifier(gateway.views)
         await tg.start(notifier.run)
         handlers = Handlers(gateway.views, gateway.fleet, notifier, fleet_ready=gateway.fleet.ready, startup_wait=20)
@@ -77,8 +78,7 @@ async def test_a_changed_description_is_a_warning_an_audit_record_and_a_status_e
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     audit = AuditLog(tmp_path, AuditConfig())
-    async with proxied(tmp_path, pin=False) as (gateway, client):
-        gateway.gate.listeners.append(audit.record_tool_change)
+    async with proxied(tmp_path, pin=False, audit=audit) as (gateway, client):
         assert gateway.status()["tool_changes"] == []
         with caplog.at_level(logging.WARNING, logger="proxy.upstream.integrity._screening"):
             await client.call_tool("ctl__change_tool", {"name": "echo", "description": POISONED + "\x1b[2J"})

@@ -24,11 +24,19 @@ from mcp import MCPDeprecationWarning
 from proxy import __version__
 from proxy.app import Gateway, HttpOptions, fingerprints_path, run_gateway, serve
 from proxy.cli._findings import check_problems, fleet_problems
-from proxy.cli._reports import catalog_report, fetch_status, print_catalog, print_status
+from proxy.cli._reports import fetch_status, print_catalog, print_status
 from proxy.config import SERVING, Config, Imported, enter_chain, import_client_config, load_config, serving_chain
 from proxy.downstream import LOOPBACK_HOSTS, REPLICA_ID_PATTERN, bridge
 from proxy.errors import DanglingName, UpstreamError, remember_secrets
-from proxy.ops import SafeFormatter, Written, connect_hint, export_traces, init_config_dir, write_upstreams
+from proxy.ops import (
+    SafeFormatter,
+    Written,
+    catalog_report,
+    connect_hint,
+    export_traces,
+    init_config_dir,
+    write_upstreams,
+)
 from proxy.upstream import FingerprintStore, UpstreamState, login, token_store
 
 logger = logging.getLogger("proxy")
@@ -364,7 +372,7 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     profile = args.profile or "default"
     if args.command == "catalog":
-        report, problems = anyio.run(_with_fleet, args, config, lambda g: (catalog_report(g, profile),
+        report, problems = anyio.run(_with_fleet, args, config, lambda g: (catalog_report(g.views, profile),
                                                                            fleet_problems(g)))
         print_catalog(report, args.json)
         for problem in problems:

@@ -12,33 +12,9 @@ from typing import Any
 
 import httpx2
 
-from proxy.app import Gateway
 from proxy.errors import redact
-from proxy.listing import estimate_tokens
 from proxy.ops import PROFILE_COLUMNS, UPSTREAM_COLUMNS, plain_table, status_rows
 from proxy.text import escape
-
-
-def catalog_report(gateway: Gateway, profile: str) -> dict[str, Any]:
-    view = gateway.views.for_profile(profile)
-    tools = [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in view.surface.tools]
-    raw = [gateway.registry.tools[n].tool.model_dump(by_alias=True, exclude_none=True, mode="json")
-           for n in sorted(view.scope)]
-    sent, full = estimate_tokens(json.dumps(tools)), estimate_tokens(json.dumps(raw))
-    return {
-        "profile": profile,
-        "context_tokens": view.context_tokens,
-        "tier": view.surface.tier,
-        "form": view.surface.form,
-        "budget": view.surface.budget,
-        "listing_tokens": view.surface.listing_tokens,
-        "deferred_tools": view.surface.deferred_count,
-        "core_tools": len(view.core),
-        "tokens": sent,
-        "raw_schema_tokens": full,
-        "reduction_pct": round(100 * (1 - sent / full), 1) if full else 0.0,
-        "tools": tools,
-    }
 
 
 def print_catalog(report: dict[str, Any], as_json: bool) -> None:
@@ -92,6 +68,22 @@ def print_status(report: dict[str, Any]) -> None:
     for change in report.get("tool_changes", []):
         print(escape(f"tool {change['kind']}: {change['server']} {change['tool']} (seen {change['seen']}), "
                      f"{'withheld' if change['held'] else 'served'} until `toolbridge approve {change['server']}`"))
+    for limit in report.get("limits", []):
+        print(escape(_limit_line(limit)))
     for entry in report.get("shadowed_uris", []):
         print(escape(f"shadowed {entry['kind']}: {entry['uri']} is listed by {', '.join(entry['servers'])} "
                      f"(reachable as {', '.join(entry['reachable_as'])})"))
+
+
+def _limit_line(limit: dict[str, Any]) -> str:
+    """One `limits:` entry of a `/status` report: what it allows, its refusals, its busiest principal or profile."""
+    target = f" on {limit['tool']}" if limit.get("tool") else ""
+    target = target or (f" on server {limit['server']}" if limit.get("server") else "")
+    allows = [f"{limit['calls_per_minute']} calls per minute"] if limit.get("calls_per_minute") else []
+    allows += [f"{limit['concurrent']} at once"] if limit.get("concurrent") else []
+    line = f"limit {limit['limit']}: {' and '.join(allows)}, per {limit['per']}{target}; {limit['refused']} refused"
+    if limit["usage"]:
+        busiest = limit["usage"][0]
+        line += (f"; busiest of {limit['counted']}: {busiest['key']}, {busiest['calls_last_minute']} calls in the "
+                 f"last minute, {busiest['concurrent']} running")
+    return line

@@ -259,6 +259,28 @@ class LargeResultsConfig(_Frozen):
     max_chars: int = Field(default=100_000, ge=1_000, le=500_000)
 
 
+LIMIT_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+class LimitRule(_Frozen):
+    """One entry of `limits:`: how many calls each principal (or profile) may make, to a server, a tool
+    (`<server>__<tool>` or a glob, as in `core`) or to any tool, per minute and at once."""
+
+    per: Literal["principal", "profile"]
+    server: str | None = None
+    tool: str | None = None
+    calls_per_minute: int | None = Field(default=None, ge=1, le=1_000_000)
+    concurrent: int | None = Field(default=None, ge=1, le=100_000)
+
+    @model_validator(mode="after")
+    def _limits_something(self) -> LimitRule:
+        if self.calls_per_minute is None and self.concurrent is None:
+            raise ValueError("give 'calls_per_minute', 'concurrent' or both")
+        if self.server is not None and self.tool is not None:
+            raise ValueError("give 'server' or 'tool', not both ('tool' is `<server>__<tool>`)")
+        return self
+
+
 class ToolsetsConfig(_Frozen):
     """`toolsets.yaml`."""
 
@@ -279,6 +301,8 @@ class ToolsetsConfig(_Frozen):
     audit: AuditConfig | None = None
     # Replicas behind a load balancer share large results and cached catalogs here; None: this process only.
     redis_url: str | None = Field(default=None, pattern=r"^(redis|rediss|unix)://")
+    # Calls per minute and concurrent calls, per principal or profile, shared by replicas through `redis_url`.
+    limits: dict[str, LimitRule] = Field(default_factory=dict)
 
     @field_validator("toolsets", "profiles", mode="before")
     @classmethod
@@ -286,6 +310,15 @@ class ToolsetsConfig(_Frozen):
         # `profiles: {default: }` is an empty entry, not an error.
         if isinstance(value, Mapping):
             return {k: {} if v is None else v for k, v in value.items()}
+        return value
+
+    @field_validator("limits")
+    @classmethod
+    def _limit_names(cls, value: dict[str, LimitRule]) -> dict[str, LimitRule]:
+        # A limit's name is a metric label, a Redis key part and what a refused caller is told.
+        for name in value:
+            if not LIMIT_NAME.fullmatch(name):
+                raise ValueError(f"limit name {name!r} must match [A-Za-z0-9_-]{{1,64}}")
         return value
 
     @field_validator("profiles")

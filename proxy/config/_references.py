@@ -1,7 +1,8 @@
 """Names in `toolsets.yaml` that point at nothing: a misspelt toolset or server empties a profile silently.
 
 Toolset names (profile `toolsets`/`disabled`, toolset `includes`) must be `all`/`*`, a named toolset,
-a server (its file stem in `upstreams/`) or `mcp-<server>`. Tool names (`core`, toolset `tools`) are
+a server (its file stem in `upstreams/`) or `mcp-<server>`; a limit's `server` must be a server. Tool
+names (`core`, toolset `tools`, a limit's `tool`) are
 qualified `<server>__<tool>` names or globs: the server part must be a configured server. The tool
 part is only known once the server has listed its tools, so it is not judged here.
 """
@@ -43,6 +44,9 @@ def _tool_references(toolsets: ToolsetsConfig) -> Iterator[tuple[tuple[Any, ...]
     for name, toolset in toolsets.toolsets.items():
         for index, pattern in enumerate(toolset.tools):
             yield ("toolsets", name, "tools", index), pattern
+    for name, rule in toolsets.limits.items():
+        if rule.tool is not None:
+            yield ("limits", name, "tool"), rule.tool
 
 
 def _names_a_server(pattern: str, servers: Collection[str], raw_names: bool) -> bool:
@@ -64,7 +68,13 @@ def _unknown(toolsets: ToolsetsConfig, servers: Collection[str], raw_names: bool
              if name not in known]
     found += [(where, f"{pattern!r} names no configured server (a tool is `<server>__<tool>`)")
               for where, pattern in _tool_references(toolsets) if not _names_a_server(pattern, servers, raw_names)]
+    found += [(("limits", name, "server"), f"unknown server {rule.server!r}{_server_hint(servers)}")
+              for name, rule in toolsets.limits.items() if rule.server is not None and rule.server not in servers]
     return found
+
+
+def _server_hint(servers: Collection[str]) -> str:
+    return f"; known: {', '.join(sorted(servers))}" if servers else "; no servers are configured"
 
 
 def _hint(toolsets: ToolsetsConfig, servers: Collection[str]) -> str:

@@ -20,6 +20,9 @@ from proxy.downstream.calls import (
     new_replica_id,
 )
 from proxy.downstream.http import (
+    CONSOLE_COOKIE,
+    CONSOLE_PATH,
+    CONSOLE_SIGN_IN,
     LOOPBACK_HOSTS,
     REPLICA_ID_PATTERN,
     HttpApp,
@@ -34,6 +37,9 @@ from proxy.downstream.session import BRIDGE_SERVER, CallRecord, principal_of
 
 __all__ = [
     "BRIDGE_SERVER",
+    "CONSOLE_COOKIE",
+    "CONSOLE_PATH",
+    "CONSOLE_SIGN_IN",
     "LOOPBACK_HOSTS",
     "REPLICA_ID_PATTERN",
     "RESULTS_PREFIX",

@@ -14,6 +14,7 @@ from collections.abc import Hashable
 
 import anyio
 import anyio.abc
+from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp import MCPError, types
 
 from proxy.downstream.calls import LargeResults, Tasks, ToolCalls, result_owner
@@ -37,6 +38,8 @@ from proxy.downstream.session import (
     handshake_era,
     promotion_key,
 )
+from proxy.protocol import Notice
+from proxy.replicated import Limits
 from proxy.views import SessionView, Views
 
 
@@ -57,7 +60,10 @@ class Handlers:
         large_results: LargeResults | None = None,
         tasks: Tasks | None = None,
         request_states: RequestStates | None = None,
+        notices: MemoryObjectReceiveStream[Notice] | None = None,
+        limits: Limits | None = None,
     ) -> None:
+        self.notices = notices
         self.large_results = large_results
         self.views = views
         self.upstreams = upstreams
@@ -75,12 +81,26 @@ class Handlers:
         self.promoter = notifier.promoter
         self.tasks = tasks or Tasks.alone(upstreams)
         self.calls = ToolCalls(views, upstreams, self._view, self._await_startup, self.promoter, self.logs,
-                               self.round_trips, self.tasks, large_results=large_results, on_call=on_call)
+                               self.round_trips, self.tasks, large_results=large_results, on_call=on_call,
+                               limits=limits)
         self.streams = ListenStreams(notifier, self.resources, self.view_of, self.forget)
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Host what outlives one request (2026-era calls awaiting the client's input) until cancelled."""
-        await self.round_trips.run(task_status=task_status)
+        """Host what outlives one request (2026-era calls awaiting the client's input) and deliver what the
+        upstreams said that no call claimed, until cancelled."""
+        async with anyio.create_task_group() as tg:
+            if self.notices is not None:
+                tg.start_soon(self._deliver, self.notices)
+            await tg.start(self.round_trips.run)
+            task_status.started()
+
+    async def _deliver(self, notices: MemoryObjectReceiveStream[Notice]) -> None:
+        """Resource updates to their subscribers, logs to the sessions that asked for that level."""
+        async for server, notification in notices:
+            if isinstance(notification, types.ResourceUpdatedNotification):
+                await self.resources.subscriptions.deliver(server, notification.params.uri)
+            elif isinstance(notification, types.LoggingMessageNotification):
+                await self.logs.deliver(server, notification.params)
 
     def forget(self, key: Hashable) -> None:
         """A connection ended: drop what was kept for it."""
@@ -88,13 +108,6 @@ class Handlers:
         self.resources.subscriptions.forget(key)
         self.logs.forget(key)
         self.promoter.forget(key)
-
-    async def on_notice(self, server: str, notification: types.ServerNotification) -> None:
-        """An upstream notification that no call claimed: resource updates and unrelated logs."""
-        if isinstance(notification, types.ResourceUpdatedNotification):
-            await self.resources.subscriptions.deliver(server, notification.params.uri)
-        elif isinstance(notification, types.LoggingMessageNotification):
-            await self.logs.deliver(server, notification.params)
 
     def profile_of(self, ctx: RequestContext, client: str | None = None) -> str:
         """`--profile`, else the HTTP path's profile, else a `match` on the client name (`client` while the

@@ -17,7 +17,9 @@ from proxy.errors import redact
 from proxy.text import clean
 from proxy.upstream import ToolChange
 
-__all__ = ["AuditLog", "argument_digest"]
+__all__ = ["AuditLog", "argument_digest", "latest_records"]
+
+TAIL_BYTES = 1 << 20  # what `latest_records` reads from the end of the log: thousands of records
 
 
 def argument_digest(arguments: Any) -> str:
@@ -53,6 +55,7 @@ class AuditLog:
         entry: dict[str, Any] = {
             "time": call.started,
             "session": call.session,
+            "principal": call.principal,
             "profile": call.profile,
             "client": call.client,
             "client_version": call.client_version,
@@ -78,3 +81,26 @@ class AuditLog:
 
     def close(self) -> None:
         self._handler.close()
+
+
+def latest_records(path: Path, limit: int, **wanted: str) -> list[dict[str, Any]]:
+    """The newest `limit` records of the current log file, newest first, whose fields equal `wanted`
+    (e.g. `server="ctl"`); an empty value matches anything. Reads only the file's last `TAIL_BYTES`."""
+    wanted = {key: value for key, value in wanted.items() if value}
+    try:
+        with path.open("rb") as file:
+            file.seek(max(0, file.seek(0, os.SEEK_END) - TAIL_BYTES))
+            lines = file.read().decode("utf-8", "replace").splitlines()
+    except FileNotFoundError:
+        return []
+    found: list[dict[str, Any]] = []
+    for line in reversed(lines):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # the first, cut line of the tail; or a line being written
+        if isinstance(record, dict) and all(record.get(key) == value for key, value in wanted.items()):
+            found.append(record)
+            if len(found) == limit:
+                break
+    return found

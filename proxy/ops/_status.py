@@ -10,6 +10,7 @@ from typing import Any
 from proxy.catalogs import qualified_uri
 from proxy.config import Config
 from proxy.errors import redact
+from proxy.replicated import Limits
 from proxy.text import clean, escape
 from proxy.upstream import FingerprintStore, Fleet
 from proxy.views import Views
@@ -37,7 +38,8 @@ def _tool_changes(config: Config, store: FingerprintStore) -> list[dict[str, Any
     return changes[:MAX_LISTED]
 
 
-def status_report(config: Config, fleet: Fleet, views: Views, store: FingerprintStore) -> dict[str, Any]:
+def status_report(config: Config, fleet: Fleet, views: Views, store: FingerprintStore, limits: Limits
+                  ) -> dict[str, Any]:
     upstreams = [
         {
             "server": s.name,
@@ -76,6 +78,7 @@ def status_report(config: Config, fleet: Fleet, views: Views, store: Fingerprint
         ],
         "shadowed_uris_total": len(shadowed),
         "tool_changes": _tool_changes(config, store),
+        "limits": limits.report(),
         "config_problems": [str(problem) for problem in config.problems],
         "config_warnings": [redact(warning) for warning in config.warnings],
     }

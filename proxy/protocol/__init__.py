@@ -20,7 +20,7 @@ from proxy.protocol._apps import (
     ui_namespaced,
     ui_original,
 )
-from proxy.protocol._back_channel import BackChannel, NoticeSink, ProgressCallback, SamplingAnswer
+from proxy.protocol._back_channel import BackChannel, Notice, NoticeSink, ProgressCallback, SamplingAnswer
 from proxy.protocol._cache_hints import CacheHint, ListKind
 from proxy.protocol._caller_capabilities import caller_meta, carried
 from proxy.protocol._extensions import CARRIED, ServerTraits, client_extensions, merge_extensions
@@ -51,6 +51,7 @@ __all__ = [
     "ListKind",
     "MessageReader",
     "MessageWriter",
+    "Notice",
     "NoticeSink",
     "Pipes",
     "ProgressCallback",

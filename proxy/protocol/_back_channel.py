@@ -12,8 +12,10 @@ from typing import Protocol
 
 from mcp import types
 
-__all__ = ["BackChannel", "NoticeSink", "ProgressCallback", "SamplingAnswer"]
+__all__ = ["BackChannel", "Notice", "NoticeSink", "ProgressCallback", "SamplingAnswer"]
 
+Notice = tuple[str, types.ServerNotification]
+"""`(server, notification)`: what an upstream said that no call claimed."""
 NoticeSink = Callable[[str, types.ServerNotification], Awaitable[None]]
 """Told `(server, notification)` of what no call claimed: resource updates, unrelated logs."""
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]

@@ -1,7 +1,7 @@
 """The state replicas share, opened once per process: Redis when `redis_url` is set, else this process.
 
 Only what must outlive a replica or be seen by another goes here: the large-result store, the
-cached upstream catalogs, sessionless clients' promotions and the key handles are signed and
+cached upstream catalogs, sessionless clients' promotions, the counts of `limits:` and the key handles are signed and
 `requestState` is sealed with. Everything else (sessions, upstream connections, the registry) is
 per replica by design: each replica runs its own fleet from the same config dir, so each sees the
 same upstream changes itself and tells its own sessions (no subscription bus between replicas).
@@ -19,6 +19,7 @@ from mcp import types
 
 from proxy.config import UpstreamConfig
 from proxy.errors import redact
+from proxy.replicated._limit_stores import LimitStore, MemoryLimitStore
 from proxy.replicated._results import MemoryResultStore, ResultStore
 
 if TYPE_CHECKING:
@@ -62,6 +63,14 @@ class SharedState:
 
         return SharedPromotions(self.redis)
 
+
+    def limit_store(self) -> LimitStore:
+        """Where `limits:` are counted: in Redis for every replica, else in this process."""
+        if self.redis is None:
+            return MemoryLimitStore()
+        from proxy.replicated._redis_limits import RedisLimitStore
+
+        return RedisLimitStore(self.redis)
 
     async def signing_key(self) -> bytes:
         """The key task ids are signed and `requestState` is sealed with: one for every replica sharing this Redis."""

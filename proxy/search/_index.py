@@ -189,10 +189,17 @@ class SearchIndex:
 
     def search(self, query: str, *, limit: int, scope: Collection[str] | None = None) -> list[str]:
         """Qualified names best first; [] when no query term is known to the index."""
+        return [name for name, _ in self.search_scored(query, limit=limit, scope=scope)]
+
+    def search_scored(
+        self, query: str, *, limit: int, scope: Collection[str] | None = None
+    ) -> list[tuple[str, float | None]]:
+        """`search` with each tool's BM25F score; None for a tool the query names exactly (it leads unscored)."""
         if limit <= 0 or not self._entries:
             return []
         exact = self.exact(query, scope)
-        return (exact + [name for name, _ in self._top(self._query_terms(query), limit, scope, exact)])[:limit]
+        named: list[tuple[str, float | None]] = [(name, None) for name in exact]
+        return (named + list(self._top(self._query_terms(query), limit, scope, exact)))[:limit]
 
     def scored(
         self, query: str, *, limit: int, scope: Collection[str] | None = None, exact: Collection[str] = ()

@@ -485,8 +485,16 @@ def fuse(
 ) -> list[str]:
     """Score fusion: `weight` x lexical score / the best lexical score + (1 - weight) x cosine similarity,
     over every candidate either leg brought (a tool the lexical leg did not find scores 0 there)."""
+    shares = fused_shares(lexical, similarity, weight)
+    return sorted(shares, key=lambda n: (-(shares[n][1] + shares[n][0]), n))[:limit]
+
+
+def fused_shares(
+    lexical: Sequence[tuple[str, float]], similarity: Mapping[str, float], weight: float = LEXICAL_WEIGHT
+) -> dict[str, tuple[float, float]]:
+    """Each candidate's (lexical, semantic) share of its fused score: why `fuse` ranks it where it does."""
     best = max((score for _, score in lexical), default=0.0) or 1.0
-    scores = {name: (1 - weight) * sim for name, sim in similarity.items()}
+    shares = {name: (0.0, (1 - weight) * sim) for name, sim in similarity.items()}
     for name, score in lexical:
-        scores[name] = scores.get(name, 0.0) + weight * score / best
-    return sorted(scores, key=lambda n: (-scores[n], n))[:limit]
+        shares[name] = (weight * score / best, shares.get(name, (0.0, 0.0))[1])
+    return shares

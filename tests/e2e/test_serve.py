@@ -109,9 +109,12 @@ async def test_http_refuses_foreign_hosts_origins_unknown_profiles_and_bad_token
             origin = await http.post(f"{base}/mcp", json=body, headers={**headers, "Origin": "https://evil.example"})
             assert origin.status_code == 403
             no_token = await http.post(f"{base}/mcp", json=body, headers=headers)
-            assert no_token.status_code == 401
+            assert no_token.status_code == 401  # no OAuth to discover: it says what to send instead
+            assert no_token.headers["WWW-Authenticate"] == 'Bearer realm="toolbridge"'
+            assert "no bearer token was sent" in no_token.text and "Authorization: Bearer <token>" in no_token.text
             wrong = await http.post(f"{base}/mcp", json=body, headers={**headers, "Authorization": "Bearer nope"})
-            assert wrong.status_code == 401
+            assert wrong.status_code == 401 and 'error="invalid_token"' in wrong.headers["WWW-Authenticate"]
+            assert "not this endpoint's" in wrong.text and "s3cret" not in wrong.text
             authorized = {**headers, "Authorization": "Bearer s3cret"}
             unknown = await http.post(f"{base}/mcp/nosuchprofile", json=body, headers=authorized)
             assert unknown.status_code == 404

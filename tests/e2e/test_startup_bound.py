@@ -105,3 +105,24 @@ async def test_a_late_server_arrives_by_list_changed_and_is_listed_from_the_cach
         one_shot, elapsed = await timed(client.list_tools())
     assert elapsed < BOUND, f"the first tools/list with a cached catalog took {elapsed:.1f} s"
     assert names(one_shot) == patient
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_a_fleet_still_starting_offers_the_bridge_tools_not_an_empty_list(tmp_path: Path, transport: str) -> None:
+    """Nothing listed within the window: the first answer still has the bridge tools (a client that finds no tool
+    at all may drop the server, as Gemini CLI does), and the late server's tools follow by list_changed."""
+    config = write_config(tmp_path, {"slow": {"command": sys.executable, **OTHERS["slow"]}})
+    changes = Changes()
+    async with connected(config, transport, "legacy", changes.on_message) as client:
+        first, elapsed = await timed(client.list_tools())
+        assert elapsed < BOUND, f"the first tools/list took {elapsed:.1f} s"
+        assert names(first) == {"tool_search", "tool_describe", "tool_call"}
+        search = next(tool for tool in first.tools if tool.name == "tool_search")
+        assert "No deferred tool is available right now" in (search.description or "")
+        with anyio.fail_after(60):
+            while True:
+                announced = changes.event
+                found = (await client.call_tool("tool_search", {"queries": ["echo"]})).content[0]
+                if isinstance(found, types.TextContent) and "slow__echo" in found.text:
+                    break
+                await announced.wait()

@@ -430,3 +430,17 @@ async def test_one_users_abandoned_sessions_never_close_another_users_session(si
                                             "Accept": "application/json, text/event-stream",
                                             "Mcp-Session-Id": alice, "Mcp-Protocol-Version": HANDSHAKE})
     assert response.status_code == 200 and "result" in parse(response)
+
+
+async def test_the_console_takes_a_users_token_in_the_header_or_its_sign_in_cookie(site: Site) -> None:
+    """`/ui` is behind the protected resource like `/mcp`: a valid access token opens it, carried in the header or
+    in the cookie the sign-in form sets; a forged one, or none, does not (docs/console.md)."""
+    console = site.url.removesuffix("/mcp") + "/ui"
+    token = site.token("alice")
+    async with httpx2.AsyncClient(timeout=30) as http:
+        assert (await http.get(console, headers={"Authorization": f"Bearer {token}"})).status_code == 200
+        assert (await http.get(console, headers={"Cookie": f"toolbridge_console={token}"})).status_code == 200
+        assert (await http.get(console, headers={"Cookie": f"toolbridge_console={token}x"})).status_code == 401
+        assert (await http.get(console)).status_code == 401
+        status = site.url.removesuffix("/mcp") + "/status"
+        assert (await http.get(status, headers={"Cookie": f"toolbridge_console={token}"})).status_code == 401

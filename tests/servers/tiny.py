@@ -69,6 +69,9 @@ def main() -> None:
         time.sleep(3600)
     if "--slow-start" in sys.argv:
         time.sleep(float(sys.argv[sys.argv.index("--slow-start") + 1]))
+    if (description := _option("--description")) is not None:  # `echo`'s, and its parameter's: any text, markup too
+        TOOLS[0]["description"] = description
+        TOOLS[0]["inputSchema"]["properties"]["text"]["description"] = description
     if (levels := _option("--deep-tool")) is not None:
         TOOLS.append(deep_tool(int(levels)))
     TOOLS.extend({"name": f"filler_{i:03d}", "description": f"Filler tool number {i}.",

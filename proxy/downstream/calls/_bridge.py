@@ -104,6 +104,32 @@ def _rank(views: Views, view: SessionView, query: str, limit: int) -> list[str]:
     return (exact + [name for name in fuse(lexical, similarity, limit + len(exact)) if name not in exact])[:limit]
 
 
+def explain(views: Views, view: SessionView, query: str, limit: int) -> dict[str, Any]:
+    """The ranking `tool_search` gives `query` in this view (`rank`), each tool with why: its BM25F score
+    when the search is lexical; its lexical and semantic shares of the fused score when both legs run.
+    An exact name leads with no score. Semantic query vectors come from `prepare_search`, called first."""
+    names = rank(views, view, query, limit)
+    semantic = views.semantic
+    exact = set(views.index.exact(query, view.deferred))
+    if semantic is None or not semantic.ready(view.deferred):
+        scores = dict(views.index.search_scored(query, limit=limit, scope=view.deferred))
+        why = {name: (scores.get(name), None) for name in names}
+        mode = "lexical"
+    else:
+        from proxy.search import fused_shares  # with the index: numpy is not imported at start-up
+
+        lexical = views.index.scored(query, limit=FUSION_DEPTH, scope=view.deferred, exact=sorted(exact))
+        similarity = dict(semantic.rank(query, FUSION_DEPTH, view.deferred, also=names))
+        shares = fused_shares(lexical, similarity)
+        why = {name: shares.get(name, (None, None)) for name in names}
+        mode = "fused"
+    tools = views.registry.tools
+    return {"query": query, "mode": mode, "total_available": len(view.deferred), "matches": [
+        {"tool": name, "server": tools[name].server, "description": _truncate(tools[name].description),
+         "exact": name in exact, "lexical": why[name][0], "semantic": why[name][1]}
+        for name in names]}
+
+
 async def prepare_search(views: Views, view: SessionView, arguments: Mapping[str, Any]) -> None:
     """Compute the queries' semantic vectors in a worker thread, so `search` never blocks the loop; none
     while the session's search is still lexical, nor for a query whose ranking the view keeps."""

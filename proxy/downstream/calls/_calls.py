@@ -50,6 +50,7 @@ from proxy.errors import (
 )
 from proxy.protocol import HandedOver, rewrite_ui_result
 from proxy.registry import ToolEntry
+from proxy.replicated import Limits
 from proxy.views import SessionView, Views
 
 logger = logging.getLogger(__name__)
@@ -74,6 +75,7 @@ class ToolCalls:
         *,
         large_results: LargeResults | None = None,
         on_call: CallObserver | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.views = views
         self.upstreams = upstreams
@@ -85,6 +87,7 @@ class ToolCalls:
         self.tasks = tasks
         self.large_results = large_results
         self.on_call = on_call
+        self.limits = limits or Limits({})
 
     async def call_tool(
         self, ctx: RequestContext, params: types.CallToolRequestParams
@@ -114,7 +117,8 @@ class ToolCalls:
         session = promotion_key(ctx)
         refused: MCPError | None = None
         try:
-            result = await self._dispatch(session, view, params.name, arguments, channel, target, handshake_era(ctx))
+            result = await self._dispatch(session, view, params.name, arguments, channel, target, handshake_era(ctx),
+                                          caller(ctx).principal)
         except MissingCapability as exc:  # the caller's own lack: it is told as the upstream said it (-32021)
             error, refused = exc, protocol_error(exc)
             result = _text_result(str(exc), is_error=True)
@@ -142,7 +146,7 @@ class ToolCalls:
 
     async def _dispatch(
         self, session: Hashable | None, view: SessionView, name: str, arguments: dict[str, Any],
-        channel: Channel, target: list[ToolEntry], legacy: bool,
+        channel: Channel, target: list[ToolEntry], legacy: bool, principal: str,
     ) -> types.CallToolResult:
         """Bridge tools answer in every tier: a client may hold a list from before a change."""
         if name == "tool_search":
@@ -158,7 +162,7 @@ class ToolCalls:
         if name == "tool_call":
             prepared = await bridge.prepare_call(self.views, view, arguments)
             target.append(prepared.entry)
-            return await self._forward(view, prepared.entry, prepared.arguments, channel)
+            return await self._forward(view, prepared.entry, prepared.arguments, channel, principal)
         if view.surface.tier != "bridge":
             direct = name in view.scope
         elif not (direct := name in view.core or name in self.promoter.promoted(session, view)):
@@ -173,14 +177,18 @@ class ToolCalls:
             raise UnknownTool(name, list(view.app_calls.get(name, ())) or bridge.suggest(view, name),
                               searchable=view.surface.tier == "bridge")
         target.append(entry)
-        return await self._forward(view, entry, await check_call(arguments, entry), channel)
+        return await self._forward(view, entry, await check_call(arguments, entry), channel, principal)
 
-    async def _forward(self, view: SessionView, entry: ToolEntry, arguments: dict[str, Any], channel: Channel
-                       ) -> types.CallToolResult:
-        """The upstream's result, its resource links under URIs that read back from that server in this session."""
-        with upstream_span(entry.server, "tools/call", entry.raw_name, tool_attributes(entry.raw_name)) as span:
-            result = record_tool_result(span, await self.upstreams.call_tool(
-                entry.server, entry.raw_name, arguments, progress_callback=channel.progress, channel=channel))
+    async def _forward(self, view: SessionView, entry: ToolEntry, arguments: dict[str, Any], channel: Channel,
+                       principal: str) -> types.CallToolResult:
+        """The upstream's result, its resource links under URIs that read back from that server in this session.
+
+        Every way to an upstream tool passes here, so `limits:` are applied here: a refused call asks nothing.
+        """
+        async with self.limits.hold(principal=principal, profile=view.profile, server=entry.server, tool=entry.name):
+            with upstream_span(entry.server, "tools/call", entry.raw_name, tool_attributes(entry.raw_name)) as span:
+                result = record_tool_result(span, await self.upstreams.call_tool(
+                    entry.server, entry.raw_name, arguments, progress_callback=channel.progress, channel=channel))
         result = rewrite_ui_result(scrub_error_result(result), entry.server)
         result.content = [view.catalog.addressed(entry.server, block) for block in result.content]
         return result
@@ -228,8 +236,10 @@ def _record(
     else:
         refused = isinstance(error, ToolbridgeError) and not isinstance(error, UpstreamError)
         outcome = "refused" if refused else "failed"
+    who = caller(ctx)
     return CallRecord(
-        started=started, duration=duration, session=session_label(caller(ctx).session), profile=view.profile,
+        started=started, duration=duration, session=session_label(who.session), principal=who.principal,
+        profile=view.profile,
         client=client.name if client else None, client_version=client.version if client else None,
         tool=entry.name if entry else str(requested)[:SHOWN_NAME], server=entry.server if entry else BRIDGE_SERVER,
         via=name if bridged else None, outcome=outcome, error=type(error).__name__ if error else None,

@@ -3,6 +3,9 @@ resource (`ProtectedResource`), session caps, the graceful drain, and replica ma
 """
 
 from proxy.downstream.http._app import (
+    CONSOLE_COOKIE,
+    CONSOLE_PATH,
+    CONSOLE_SIGN_IN,
     LOOPBACK_HOSTS,
     PROFILE_SCOPE_KEY,
     HttpApp,
@@ -15,6 +18,9 @@ from proxy.downstream.http._replica import REPLICA_ID_PATTERN, ReplicaMarker
 
 __all__ = [
     "ALLOWED_PROFILES_SCOPE_KEY",
+    "CONSOLE_COOKIE",
+    "CONSOLE_PATH",
+    "CONSOLE_SIGN_IN",
     "LOOPBACK_HOSTS",
     "PROFILE_SCOPE_KEY",
     "REPLICA_ID_PATTERN",

@@ -1,9 +1,11 @@
-"""Streamable HTTP transport: `/mcp`, `/mcp/<profile>`, `/healthz`, and the operator's `/status`, `/metrics`.
+"""Streamable HTTP transport: `/mcp`, `/mcp/<profile>`, `/healthz`, and the operator's `/status`, `/metrics`, `/ui`.
 
 Every request passes the SDK's Host/Origin check (DNS-rebinding protection, configured here and
 applied first, so even `/healthz` answers only to allowed hosts) and then either the static
 bearer check (all but `/healthz`, when a token is set) or, with `auth:` in `toolsets.yaml`, the
 OAuth protected resource (`http/_protected_resource.py`), before it reaches the SDK's session manager.
+The operator's console (`/ui`) passes the same checks; a browser, which cannot add a header, may carry
+the same credential in a cookie its sign-in form set (`CONSOLE_COOKIE`), checked as if it were the header.
 `/healthz` is a readiness probe: 503 until the fleet settled and again once the drain began, 200
 in between. Behind a load balancer each replica marks its session ids (`http/_replica.py`). New
 handshake-era sessions are admitted under caps per principal and in all (`http/_admission.py`).
@@ -16,6 +18,7 @@ import logging
 from collections.abc import Callable, Hashable, Iterable
 from contextlib import nullcontext
 from typing import Any
+from urllib.parse import unquote
 
 import anyio
 import uvicorn
@@ -23,9 +26,9 @@ from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import DEFAULT_SESSION_IDLE_TIMEOUT, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.datastructures import Headers
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.types import Receive, Scope, Send
+from starlette.requests import Request, cookie_parser
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from proxy.downstream.http._admission import SessionAdmission, StatusWatch
 from proxy.downstream.http._drain import StreamDrain
@@ -41,6 +44,12 @@ DRAIN_SECONDS = 25
 MAX_SESSIONS = 10_000  # the SDK's own limit, which refuses rather than evicts
 MAX_SESSIONS_PER_PRINCIPAL = 1_000
 PROFILE_SCOPE_KEY = "toolbridge.profile"  # the profile a request is served in, for the handlers
+CONSOLE_PATH = "/ui"
+CONSOLE_SIGN_IN = "/ui/login"  # the form that takes the credential: it shows nothing else
+CONSOLE_COOKIE = "toolbridge_console"  # the credential a browser signed in with (HttpOnly, SameSite=Strict)
+_CONSOLE_REFUSAL = ('<!doctype html><title>toolbridge: unauthorized</title><p>Unauthorized. '
+                    '<a href="/ui/login">Sign in</a> with the endpoint\'s bearer token.</p>')
+_CONSOLE_REFUSAL_CSP = {"Content-Security-Policy": "default-src 'none'"}
 
 
 def transport_security(
@@ -60,12 +69,38 @@ def transport_security(
                                      allowed_origins=origins)
 
 
+def in_console(path: str) -> bool:
+    return path == CONSOLE_PATH or path.startswith(CONSOLE_PATH + "/")
+
+
+def cookie_as_bearer(scope: Scope) -> Scope:
+    """A console request without `Authorization`, with the header its sign-in cookie holds: the credential
+    then meets exactly the checks a header would."""
+    headers = Headers(scope=scope)
+    credential = unquote(cookie_parser(headers.get("cookie", "")).get(CONSOLE_COOKIE, ""))
+    if "authorization" in headers or not credential or not credential.isascii() or not credential.isprintable():
+        return scope
+    return {**scope, "headers": [*scope["headers"], (b"authorization", f"Bearer {credential}".encode())]}
+
+
 def check_bearer(headers: Headers, token: str | None) -> bool:
     """Constant-time comparison of the `Authorization: Bearer` token, when one is configured."""
     if not token:
         return True
     scheme, _, presented = headers.get("authorization", "").partition(" ")
     return scheme.lower() == "bearer" and hmac.compare_digest(presented.strip().encode(), token.encode())
+
+
+def _needs_token(presented: bool) -> Response:
+    """A 401 that says what to send: a static token has no authorization server to discover (RFC 6750 §3: no
+    `error` when no credentials came). Clients that show the body (or `error_description`) tell the user."""
+    challenge = 'Bearer realm="toolbridge"'
+    if presented:
+        challenge += ', error="invalid_token", error_description="not the token this endpoint was started with"'
+    why = "the bearer token is not this endpoint's" if presented else "no bearer token was sent"
+    return Response(f"toolbridge: {why}. Send the header `Authorization: Bearer <token>` with the token `serve` was "
+                    "given (--auth-token or TOOLBRIDGE_AUTH_TOKEN); this endpoint has no OAuth login.\n",
+                    status_code=401, headers={"WWW-Authenticate": challenge}, media_type="text/plain")
 
 
 class HttpApp:
@@ -87,6 +122,7 @@ class HttpApp:
         max_sessions: int = MAX_SESSIONS,
         max_sessions_per_principal: int = MAX_SESSIONS_PER_PRINCIPAL,
         profiles: Callable[[], Iterable[str]] | None = None,
+        console: ASGIApp | None = None,
     ) -> None:
         self.guard = TransportSecurityMiddleware(security)
         self.auth_token = auth_token
@@ -99,6 +135,7 @@ class HttpApp:
         self.metrics = metrics
         self.replica = replica
         self.forget = forget
+        self.console = console
         self.drain = StreamDrain()
         # No settings: `guard` has checked Host and Origin before any path is routed, and the transport
         # would check them again (it still checks a POST's Content-Type).
@@ -124,14 +161,24 @@ class HttpApp:
         if self.resource is not None and path in self.resource.metadata_paths:
             await self.resource.metadata_app(scope, receive, send)
             return
-        if not check_bearer(Headers(scope=scope), self.auth_token):
-            response = Response("Unauthorized", status_code=401, headers={"WWW-Authenticate": "Bearer"})
-            await response(scope, receive, send)
+        console = self.console is not None and in_console(path)
+        if console and path == CONSOLE_SIGN_IN:
+            await self.console(scope, receive, send)  # type: ignore[misc]
+            return
+        if console:
+            scope = cookie_as_bearer(scope)
+        headers = Headers(scope=scope)
+        if not check_bearer(headers, self.auth_token):
+            refusal = _needs_token("authorization" in headers)
+            if console:
+                challenge = {"WWW-Authenticate": refusal.headers["www-authenticate"]}
+                refusal = HTMLResponse(_CONSOLE_REFUSAL, 401, {**challenge, **_CONSOLE_REFUSAL_CSP})
+            await refusal(scope, receive, send)
             return
         await self.protected(scope, receive, send)
 
     async def _behind_auth(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """`/status`, `/metrics`, and MCP in the path's profile, unless a token's claim allows
+        """`/status`, `/metrics`, the console, and MCP in the path's profile, unless a token's claim allows
         others: then one of those (the first by default)."""
         path = scope["path"].rstrip("/") or "/"
         if path == "/status" and self.status is not None:
@@ -139,6 +186,9 @@ class HttpApp:
             return
         if path == "/metrics" and self.metrics is not None:
             await Response(self.metrics(), media_type=PROMETHEUS_TEXT)(scope, receive, send)
+            return
+        if self.console is not None and in_console(path):
+            await self.console(scope, receive, send)
             return
         profile = self._profile_from_path(path)
         allowed = scope.get(ALLOWED_PROFILES_SCOPE_KEY)

@@ -104,7 +104,7 @@ class ChangeNotifier:
                 "resources": view.catalog.resources_fingerprint}
 
     async def _next_change(self) -> None:
-        """Return at the next registry change or change of promotions."""
+        """Return at the next registry change, change of promotions, or when the fleet settles."""
         async with anyio.create_task_group() as tg:
 
             async def wait_then_stop(wait: Callable[[], Awaitable[object]]) -> None:
@@ -113,6 +113,8 @@ class ChangeNotifier:
 
             tg.start_soon(wait_then_stop, lambda: self.views.registry.wait_for_change(self.announced))
             tg.start_soon(wait_then_stop, lambda: self.promoter.wait_changed(self._promotions_compared))
+            if self.views.settled is not None and not self.views.settled.is_set():  # see `Views.settled`
+                tg.start_soon(wait_then_stop, self.views.settled.wait)
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Notify the sessions whose lists changed, after every change, until cancelled."""

@@ -27,6 +27,7 @@ class CallRecord:
     started: float  # wall clock, seconds since the epoch
     duration: float  # seconds
     session: str | None
+    principal: str  # who the call acted for (`caller`): `anonymous` behind a shared token, an OAuth user's own
     profile: str
     client: str | None
     client_version: str | None

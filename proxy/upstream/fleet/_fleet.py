@@ -9,8 +9,7 @@ A server with a cached catalog is listed from it at once.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import anyio
@@ -20,6 +19,7 @@ from proxy.config import UpstreamConfig
 from proxy.errors import NeedsBackChannel, SessionLost, UpstreamTimeout, UpstreamUnavailable
 from proxy.protocol import BackChannel, NoticeSink, ProgressCallback
 from proxy.replicated import CatalogCache  # on disk (upstream/fleet/_disk_cache.py) or in Redis
+from proxy.upstream.connection import SubscribedUris
 from proxy.upstream.fleet._availability import Availability
 from proxy.upstream.fleet._member import Member, ServerStatus, UpstreamState
 from proxy.upstream.fleet._publisher import CatalogSink, Publisher, ToolSink
@@ -58,13 +58,14 @@ class Fleet:
         self._supervisor = Supervisor(self._servers, self._publisher, registry, self.availability, self._check_ready,
                                       settings, notices)
 
-    def _new_upstream(self, config: UpstreamConfig) -> Member:
-        up = Member(config, transport="stdio" if config.is_stdio else (config.transport or "auto"),
-                       lazy=self.settings.lazy if config.lazy is None else config.lazy,
-                       idle_timeout=(config.idle_timeout or self.settings.idle_timeout) if config.is_stdio else None)
-        if not config.enabled:
-            up.state, up.reason, up.settled, up.tried = UpstreamState.DISABLED, "disabled in config", True, True
-        return up
+    def _new_upstream(self, config: UpstreamConfig, subscribed: SubscribedUris | None = None) -> Member:
+        """A member for `config`; `subscribed`: the sessions' subscriptions, which outlive a restart."""
+        state: dict[str, Any] = {} if config.enabled else {
+            "state": UpstreamState.DISABLED, "reason": "disabled in config", "settled": True, "tried": True}
+        return Member(config, transport="stdio" if config.is_stdio else (config.transport or "auto"),
+                      lazy=self.settings.lazy if config.lazy is None else config.lazy,
+                      idle_timeout=(config.idle_timeout or self.settings.idle_timeout) if config.is_stdio else None,
+                      subscribed=subscribed or SubscribedUris(), **state)
 
     # --- public API ------------------------------------------------------------------------------
 
@@ -110,9 +111,7 @@ class Fleet:
             if old is not None:
                 logger.info("server %s: its config changed; restarting it", name)
                 old.scope.cancel()
-            up = self._servers[name] = self._new_upstream(config)
-            if old is not None:
-                up.subscribed = old.subscribed  # the sessions' subscriptions outlive the restart
+            up = self._servers[name] = self._new_upstream(config, old.subscribed if old is not None else None)
             new.append(up)
         self._supervisor.list_cached(new)  # one registration for all of them
         for up in new:
@@ -171,7 +170,7 @@ class Fleet:
         up = self._servers.get(server)
         if up is None:
             raise UpstreamUnavailable(server, "no such upstream")
-        async with _using(up):
+        async with up.in_use():
             if up.state is UpstreamState.NEEDS_AUTH:
                 await self._supervisor.consent_for_call(up, channel)
             conn = await up.live_connection()
@@ -209,7 +208,7 @@ class Fleet:
         up = self._servers.get(server)
         if up is None:
             raise UpstreamUnavailable(server, "no such upstream")
-        async with _using(up):
+        async with up.in_use():
             conn = await up.live_connection()
             with anyio.move_on_after(up.config.timeout):
                 return await conn.request(what, operation, channel)
@@ -248,16 +247,3 @@ class Fleet:
             self.ready.set()
         if all(up.tried for up in self._servers.values()):
             self.started.set()
-
-
-@asynccontextmanager
-async def _using(up: Member) -> AsyncIterator[None]:
-    """Hold `up` in use (it is not stopped for idleness meanwhile), starting it first if lazy or stopped."""
-    up.pending += 1
-    up.used = True
-    try:
-        await up.until_started()
-        yield
-    finally:
-        up.pending -= 1
-        up.last_used = anyio.current_time()

@@ -1,6 +1,7 @@
 """One member of the fleet: an upstream server's state, its live connection, and the waits a call makes.
 
-The fleet's supervisor changes a member's state; a call only reads it and waits on `state_changed`,
+The fleet's supervisor changes a member's state, the member itself what a call or a listing changes
+(`in_use`, `record_listing`); a call otherwise only reads it and waits on `state_changed`,
 so every wait here is bounded by the member's own config (`connect_timeout`, `restart_wait`).
 """
 
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 import enum
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import anyio
@@ -109,6 +112,23 @@ class Member:
     async def wait_offered(self, offered: bool) -> None:
         while self.offered != offered:
             await self.state_changed.wait()
+
+    @asynccontextmanager
+    async def in_use(self) -> AsyncIterator[None]:
+        """Hold it in use (it is not stopped for idleness meanwhile), starting it first if lazy or stopped."""
+        self.pending += 1
+        self.used = True
+        try:
+            await self.until_started()
+            yield
+        finally:
+            self.pending -= 1
+            self.last_used = anyio.current_time()
+
+    def record_listing(self, tools: int, *, stored: bool) -> None:
+        """Its `tools` are in the registry (from a connection, or from the cache, which then holds them)."""
+        self.tool_count, self.listed = tools, True
+        self.stored = self.stored or stored
 
     async def until_started(self) -> None:
         """Start a lazy or stopped server, and wait (within its connect_timeout) while it connects."""

@@ -85,13 +85,13 @@ class Publisher:
                 self.catalogs.set_server_traits(up.name, conn.traits)
             await conn.drop_last_answer()  # before registering: READY follows registration with no await between
             change = await self.registry.set_server_tools_sliced(up.name, tools, prefix=up.config.prefix)
-            up.tool_count, up.listed = len(tools), True  # the registry changed in its last step: no await since
+            up.record_listing(len(tools), stored=False)  # the registry changed in its last step: no await since
             if change.changed:
                 logger.info("server %s: %d tools (+%d ~%d -%d)", up.name, len(tools),
                             len(change.added), len(change.replaced), len(change.removed))
             if self.cache is not None and (change.changed or not up.stored):
                 await self._store(up, tools)
-                up.stored = True
+                up.record_listing(len(tools), stored=True)
 
     def republish(self, config: UpstreamConfig, tools: list[types.Tool]) -> None:
         """Register a server's tools again after an approval, and cache them (a lazy server lists from it)."""
@@ -113,14 +113,14 @@ class Publisher:
             self.cache.store(up.config, tools)
 
     def list_cached(self, ups: Iterable[Member]) -> list[Member]:
-        """Register the members' cached catalogs, if any, in one go; the members found are listed and settled."""
+        """Register the members' cached catalogs, if any, in one go; the members found are listed."""
         if self.cache is None:
             return []
         found = [(up, tools) for up in ups if up.state is not UpstreamState.DISABLED
                  and (tools := self.cache.load(up.config)) is not None]
         self.registry.set_servers_tools({up.name: (tools, up.config.prefix) for up, tools in found})
         for up, tools in found:
-            up.tool_count, up.listed, up.stored, up.settled = len(tools), True, True, True
+            up.record_listing(len(tools), stored=True)
         return [up for up, _ in found]
 
     def withdraw(self, up: Member) -> None:

@@ -76,6 +76,7 @@ class Supervisor:
         """Register the servers' cached catalogs: each is listed (and settled) before it connects, and a lazy
         one is not started."""
         for up in self._publisher.list_cached(ups):
+            up.settled = True
             if up.lazy:
                 up.tried = True
                 self._set_state(up, UpstreamState.LAZY, "not started; tools from the cached catalog")

@@ -3,7 +3,7 @@ on a pinned server until an operator approves it.
 
 A server seen for the first time (or that listed no tools so far) is trusted as listed (trust on
 first use): every tool's fingerprint is recorded as approved. Later, a tool whose fingerprint differs from the approved
-one is a change: a WARNING (once, when first seen), a `ToolChange` to the listeners (the audit
+one is a change: a WARNING (once, when first seen), a `ToolChange` to `on_change` (the audit
 log), and a pending entry in the fingerprint file (shown by `/status`). On a server with
 `pin: true` the changed tool is withheld from the registry (a call would reach the upstream's
 current tool, so serving the old definition would mislead), and so is a tool that first appears
@@ -63,9 +63,9 @@ class _Listing:
 class ToolGate:
     """Screens each listing against the approved fingerprints; keeps the listings that have pending changes."""
 
-    def __init__(self, store: FingerprintStore) -> None:
+    def __init__(self, store: FingerprintStore, on_change: Callable[[ToolChange], None] | None = None) -> None:
         self.store = store
-        self.listeners: list[Callable[[ToolChange], None]] = []
+        self.on_change = on_change  # e.g. the audit log's record of each change
         self._listings: dict[str, _Listing] = {}
         self._announced: set[str] = set()
 
@@ -156,8 +156,8 @@ class ToolGate:
                 else "served as listed (`pin: true` would withhold it until approved)")
         logger.warning("server %s: tool %s %s (%s); %s", change.server, clean(change.tool), what,
                        change.fingerprint[:19], then)
-        for listener in self.listeners:
+        if self.on_change is not None:
             try:
-                listener(change)
+                self.on_change(change)
             except Exception:  # an audit log that cannot be written must not stop the listing
                 logger.exception("recording a tool definition change failed")
