@@ -10,6 +10,7 @@
     │   │   │   └── AuthorizationFailed      the OAuth flow itself failed (e.g. an `iss` from another issuer)
     │   │   └── SessionLost                  the upstream restarted and forgot us; the request never ran
     │   ├── NeedsBackChannel                 it asked its client mid-call over a channel 2026-07-28 lacks
+    │   ├── MissingCapability                the caller did not declare a capability the request needs (-32021)
     │   └── UpstreamTimeout                  no answer within the configured time
     └── ToolCallError                        a call refused before it reached any upstream
         ├── BridgeError                      a malformed bridge call (wrong types, too many names)
@@ -48,6 +49,7 @@ __all__ = [
     "HttpResponse",
     "InvalidArguments",
     "LimitReached",
+    "MissingCapability",
     "NeedsBackChannel",
     "SessionLost",
     "ToolCallError",
@@ -134,6 +136,23 @@ class NeedsBackChannel(UpstreamError):
     request of its own, which that era has no channel for (it failed there); the handshake era has one."""
 
 
+class MissingCapability(UpstreamError):
+    """The upstream refused a request (-32021) whose caller did not declare a capability it needs; `required`
+    names them as the spec's `ClientCapabilities` object (e.g. `{"sampling": {}}`), read through that model."""
+
+    required: dict[str, Any]
+
+    def __init__(self, server: str, reason: str, data: Any) -> None:
+        super().__init__(server, reason)
+        self.code = types.MISSING_REQUIRED_CLIENT_CAPABILITY
+        required = data.get("requiredCapabilities") if isinstance(data, dict) else None
+        try:
+            self.required = types.ClientCapabilities.model_validate(required or {}).model_dump(
+                by_alias=True, mode="json", exclude_none=True)
+        except ValidationError:
+            self.required = {}
+
+
 class UpstreamTimeout(UpstreamError):
     """The upstream did not answer within its configured timeout."""
 
@@ -203,7 +222,7 @@ _CODES: dict[int, tuple[type[UpstreamError], str]] = {
     types.CONNECTION_CLOSED: (UpstreamUnavailable, "connection closed"),
     types.REQUEST_TIMEOUT: (UpstreamTimeout, "request timed out"),
     types.UNSUPPORTED_PROTOCOL_VERSION: (UpstreamRefused, "no protocol version in common"),
-    types.MISSING_REQUIRED_CLIENT_CAPABILITY: (UpstreamError, "needs a client capability toolbridge lacks"),
+    types.MISSING_REQUIRED_CLIENT_CAPABILITY: (UpstreamError, "needs a client capability the caller did not declare"),
     types.HEADER_MISMATCH: (UpstreamError, "request headers did not match the tool's listing"),
     types.URL_ELICITATION_REQUIRED: (UpstreamError, "the user must open a URL first"),
     types.PARSE_ERROR: (UpstreamError, "could not parse our request"),
@@ -303,7 +322,10 @@ def _translate_code(server: str, exc: MCPError, responses: Sequence[HttpResponse
             server, f"connection lost during {what[:-2]}; the outcome of the call is uncertain ({exc.message})"
         )
     kind, meaning = _CODES.get(exc.code, (UpstreamError, "error"))
-    error = kind(server, f"{what}{meaning} (code {exc.code}: {exc.message})")
+    reason = f"{what}{meaning} (code {exc.code}: {exc.message})"
+    if exc.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY:
+        return MissingCapability(server, reason, exc.data)
+    error = kind(server, reason)
     error.code = exc.code
     return error
 

@@ -105,7 +105,7 @@ class Unanswered(Relaying):
     def __init__(self) -> None:
         self.asked = 0
 
-    async def _relay(self, request: types.InputRequest) -> Any:
+    async def _relay(self, request: types.InputRequest, key: str | None) -> Any:
         self.asked += 1
         await anyio.sleep_forever()
 

@@ -28,7 +28,7 @@ from proxy.downstream.lists import (
     Resources,
     list_hint,
 )
-from proxy.downstream.rounds import RequestStates, RoundTrips, SessionChannel, SessionLogs
+from proxy.downstream.rounds import RequestStates, RoundTrips, SessionLogs, WayBack
 from proxy.downstream.session import (
     CallObserver,
     RequestContext,
@@ -38,7 +38,7 @@ from proxy.downstream.session import (
     handshake_era,
     promotion_key,
 )
-from proxy.protocol import BackChannel, Notice
+from proxy.protocol import Notice
 from proxy.replicated import Limits
 from proxy.views import SessionView, Views
 
@@ -75,8 +75,9 @@ class Handlers:
         self.fixed_profile = profile
         self.round_trips = RoundTrips(request_states or RequestStates(os.urandom(32)))
         self.logs = SessionLogs(views, upstreams)
-        self.resources = Resources(upstreams, self._view, self._request_channel, lambda ctx: caller(ctx).session)
-        self.prompts = Prompts(upstreams, self._view, self._request_channel)
+        way_back = WayBack(self.round_trips, self.logs)
+        self.resources = Resources(upstreams, self._view, way_back, lambda ctx: caller(ctx).session)
+        self.prompts = Prompts(upstreams, self._view, way_back)
         self.promoter = notifier.promoter
         self.tasks = tasks or Tasks.alone(upstreams)
         self.calls = ToolCalls(views, upstreams, self._view, self._await_startup, self.promoter, self.logs,
@@ -143,13 +144,6 @@ class Handlers:
         with anyio.move_on_after(self.startup_deadline - anyio.current_time()):
             await settled.wait()
 
-    def _request_channel(self, ctx: RequestContext) -> BackChannel | None:
-        """A back channel for a request that is not a tool call: handshake-era sessions only."""
-        if not handshake_era(ctx):
-            return None
-        key = caller(ctx).session
-        return SessionChannel(ctx, lambda: self.logs.level(key))
-
     def _remember(self, ctx: RequestContext, view: SessionView, kind: Kind) -> None:
         key = caller(ctx).session
         if key is None or not handshake_era(ctx):
@@ -174,7 +168,7 @@ class Handlers:
 
     async def read_resource(
         self, ctx: RequestContext, params: types.ReadResourceRequestParams
-    ) -> types.ReadResourceResult:
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
         """An upstream's resource, or a page of a large result toolbridge kept (`toolbridge://results/…`)."""
         if self.large_results is not None and self.large_results.owns(params.uri):
             try:

@@ -4,7 +4,8 @@
 `NoticeSink` takes what no call claims. MCP Apps' `ui://` URIs are namespaced per server (`ui_namespaced`,
 and the `rewrite_ui_*` of results and reads). Lists carry `CacheHint`s, servers advertise extensions
 (`ServerTraits`, `merge_extensions` of the `CARRIED` ones). The tasks extension's results and requests
-(`CreatedTask`, `TaskState`, `get_task`…) and `HandedOver`, a call whose task went to its caller. JSON-RPC is
+(`CreatedTask`, `TaskState`, `get_task`…) and `HandedOver`, a call whose task went to its caller. A 2026-era
+upstream request carries its caller's declared capabilities (`caller_meta`, `carried`). JSON-RPC is
 framed on stdio pipes by `MessageReader`/`MessageWriter`, for either side.
 """
 
@@ -21,6 +22,7 @@ from proxy.protocol._apps import (
 )
 from proxy.protocol._back_channel import BackChannel, Notice, NoticeSink, ProgressCallback, SamplingAnswer
 from proxy.protocol._cache_hints import CacheHint, ListKind
+from proxy.protocol._caller_capabilities import caller_meta, carried
 from proxy.protocol._extensions import CARRIED, ServerTraits, client_extensions, merge_extensions
 from proxy.protocol._framing import LineTooLong, MessageReader, MessageWriter, Pipes, encode, open_pipes, parsed_or
 from proxy.protocol._results import strip_server_info
@@ -58,7 +60,9 @@ __all__ = [
     "TaskBody",
     "TaskState",
     "app_role",
+    "caller_meta",
     "cancel_task",
+    "carried",
     "client_extensions",
     "encode",
     "get_task",

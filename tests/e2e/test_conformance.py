@@ -43,14 +43,6 @@ _BACK_CHANNEL = ("mcpserver-in-band",)
 _WHY_ERA = ("protocol: auto speaks 2026-07-28 to it, where its back-channel request fails inside the tool, "
             "which reports it in its result: toolbridge sees no error to fall back on")
 KNOWN_LOSSES: list[tuple[str, str, tuple[str, ...], str]] = [
-    ("2026-07-28", "server-stateless", ("lowlevel",),
-     "the upstream sees toolbridge's capabilities, not the caller's: no -32021 for an undeclared one"),
-    ("2026-07-28", "input-required-result-basic-elicitation", ("lowlevel",),
-     "input request keys reach the caller renamed toolbridge-N"),
-    ("2026-07-28", "input-required-result-multi-round", ("lowlevel",),
-     "round 2 hands the caller round 1's requestState again"),
-    ("2026-07-28", "input-required-result-non-tool-request", ("lowlevel",),
-     "no input rounds on prompts/get or resources/read"),
     *[("2025-11-25", name, _BACK_CHANNEL, _WHY_ERA) for name in (
         "tools-call-sampling", "tools-call-elicitation", "elicitation-sep1034-defaults", "elicitation-sep1330-enums")],
 ]

@@ -61,14 +61,17 @@ async def test_bridge_tool_call_relays_sampling_and_elicitation_to_the_caller(mo
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_a_client_without_sampling_gives_the_upstream_a_clear_error(mode: str, tmp_path: Path) -> None:
+async def test_a_client_without_sampling_is_told_so_as_the_upstream_tells_it_directly(mode: str,
+                                                                                      tmp_path: Path) -> None:
+    """The upstream sees the caller's own capabilities (not toolbridge's, which take sampling), so it answers
+    as it would directly; an upstream that asks anyway gets toolbridge's refusal (`rounds.refusal`)."""
     config = write_config(tmp_path, {"fixture": {"command": sys.executable, "args": [str(FIXTURE)]}}, SETTLED)
     with anyio.fail_after(60):
         async with Client(serve_stdio(config), mode=mode) as client:
             result = await client.call_tool("tool_call", {"name": "fixture__test_sampling",
                                                           "arguments": {"prompt": "Say hi"}})
     assert result.is_error
-    assert "the downstream client does not support sampling" in _text(result)
+    assert _text(result) == "The client does not support sampling."
 
 
 @pytest.mark.skipif(not EVERYTHING.exists(), reason="server-everything not installed: run scripts/setup.sh")

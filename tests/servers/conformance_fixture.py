@@ -367,13 +367,17 @@ def build_server(fixture: Fixture | None = None) -> Server:
         return await tools[params.name][1](ctx, params)
 
     async def list_resources(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
-        return types.ListResourcesResult(resources=[resource for resource, _ in STATIC_RESOURCES.values()])
+        return types.ListResourcesResult(resources=[*(resource for resource, _ in STATIC_RESOURCES.values()),
+                                                    mrtr_tools.RESOURCE])
 
     async def list_templates(ctx: Context, params: types.PaginatedRequestParams | None
                              ) -> types.ListResourceTemplatesResult:
         return types.ListResourceTemplatesResult(resource_templates=[TEMPLATE])
 
-    async def on_read(ctx: Context, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+    async def on_read(ctx: Context, params: types.ReadResourceRequestParams
+                      ) -> types.ReadResourceResult | types.InputRequiredResult:
+        if params.uri == mrtr_tools.RESOURCE.uri:
+            return mrtr_tools.read_resource(params)
         return read_resource(params.uri)
 
     async def subscribe(ctx: Context, params: types.SubscribeRequestParams) -> types.EmptyResult:

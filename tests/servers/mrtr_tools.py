@@ -1,8 +1,9 @@
 """The 2026-07-28 scenarios of `@modelcontextprotocol/conformance` 0.2.x, for `conformance_fixture.py`.
 
 Multi round-trip tools (SEP-2322) under the names and input-request keys the scenarios use, the
-prompt that asks for input, and the stateless diagnostics of `server-stateless` (SEP-2575). Each
-round's `requestState` is its own, HMAC-sealed, so a replayed or tampered state is refused.
+prompt that asks for input (and a resource that does, which no scenario reads), and the stateless
+diagnostics of `server-stateless` (SEP-2575). Each round's `requestState` is its own, HMAC-sealed,
+so a replayed or tampered state is refused.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from mcp import MCPError, types
 
 Context = Any
-Params = types.CallToolRequestParams | types.GetPromptRequestParams
+Params = types.CallToolRequestParams | types.GetPromptRequestParams | types.ReadResourceRequestParams
 ToolResult = types.CallToolResult | types.InputRequiredResult
 ToolFn = Callable[[Context, types.CallToolRequestParams], Awaitable[ToolResult]]
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
@@ -205,3 +206,15 @@ def get_prompt(params: types.GetPromptRequestParams) -> types.GetPromptResult | 
     context = answers(params)["user_context"].get("content", {}).get("context", "")
     message = types.PromptMessage(role="user", content=types.TextContent(type="text", text=f"Context: {context}"))
     return types.GetPromptResult(description=PROMPT.description, messages=[message])
+
+
+RESOURCE = types.Resource(uri="test://input-required-resource", name="input-required-resource", mime_type="text/plain",
+                          description="A resource whose read asks for input first.")
+
+
+def read_resource(params: types.ReadResourceRequestParams) -> types.ReadResourceResult | types.InputRequiredResult:
+    if asked := _needs(params, {"reader_name": elicit("Who is reading?", "name")}):
+        return asked
+    name = answers(params)["reader_name"].get("content", {}).get("name", "")
+    return types.ReadResourceResult(contents=[types.TextResourceContents(uri=RESOURCE.uri, mime_type="text/plain",
+                                                                         text=f"Read by {name}")])

@@ -1,6 +1,7 @@
 """Tool calls: what a `tools/call` reaches (a bridge tool, a direct tool, an MCP App's call back), and its answer.
 
-Every failure becomes an error result the model reads, in one place (`_answer`); the operator gets
+Every failure becomes an error result the model reads, in one place (`_answer`), except an upstream's
+refusal for a capability the caller did not declare: that is the caller's to hear, as -32021. The operator gets
 a `CallRecord` of each answered call. A handshake-era session's call uses its own stream as the back
 channel; a 2026-era one's runs across input-required rounds when it must (`rounds/_input_rounds`), and one
 that declared the tasks extension gets the task an upstream made of it (`_tasks`).
@@ -14,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
-from mcp import types
+from mcp import MCPError, types
 
 from proxy.downstream.calls import _bridge as bridge
 from proxy.downstream.calls._arguments import check_call
@@ -31,13 +32,22 @@ from proxy.downstream.session import (
     caller,
     handshake_era,
     promotion_key,
+    protocol_error,
     record_tool_result,
     scrub_error_result,
     session_label,
     tool_attributes,
     upstream_span,
 )
-from proxy.errors import DeferredTool, InvalidArguments, ToolbridgeError, UnknownTool, UpstreamError, redact
+from proxy.errors import (
+    DeferredTool,
+    InvalidArguments,
+    MissingCapability,
+    ToolbridgeError,
+    UnknownTool,
+    UpstreamError,
+    redact,
+)
 from proxy.protocol import HandedOver, rewrite_ui_result
 from proxy.registry import ToolEntry
 from proxy.replicated import Limits
@@ -105,9 +115,13 @@ class ToolCalls:
         target: list[ToolEntry] = []  # the upstream tool this call reached, once known
         error: Exception | None = None
         session = promotion_key(ctx)
+        refused: MCPError | None = None
         try:
             result = await self._dispatch(session, view, params.name, arguments, channel, target, handshake_era(ctx),
                                           caller(ctx).principal)
+        except MissingCapability as exc:  # the caller's own lack: it is told as the upstream said it (-32021)
+            error, refused = exc, protocol_error(exc)
+            result = _text_result(str(exc), is_error=True)
         except InvalidArguments as exc:
             error = exc
             payload = {"error": str(exc), "path": exc.path, "constraint": exc.constraint}
@@ -126,6 +140,8 @@ class ToolCalls:
         if self.on_call is not None:
             self.on_call(_record(ctx, view, params.name, arguments, target, result, error,
                                  started, time.perf_counter() - clock))
+        if refused is not None:
+            raise refused
         return result
 
     async def _dispatch(

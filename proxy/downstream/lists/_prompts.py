@@ -10,9 +10,11 @@ from __future__ import annotations
 from mcp import MCPError, types
 
 from proxy.downstream.lists._advertising import list_hint
-from proxy.downstream.lists._resources import ChannelOf, ViewOf, route
+from proxy.downstream.lists._resources import ViewOf, route
+from proxy.downstream.rounds import WayBack
 from proxy.downstream.session import RequestContext, Upstreams, page, protocol_error, upstream_span
 from proxy.errors import ToolbridgeError
+from proxy.protocol import BackChannel, caller_meta
 from proxy.views import SessionView
 
 
@@ -27,27 +29,36 @@ def _prompt(view: SessionView, name: str) -> tuple[str, str]:
 class Prompts:
     """The `prompts/*` and `completion/complete` handlers."""
 
-    def __init__(self, upstreams: Upstreams, view_of: ViewOf, channel_of: ChannelOf) -> None:
+    def __init__(self, upstreams: Upstreams, view_of: ViewOf, way_back: WayBack) -> None:
         self.upstreams = upstreams
         self.view_of = view_of
-        self.channel_of = channel_of
+        self.way_back = way_back
 
     async def list(self, ctx: RequestContext, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
         view = await self.view_of(ctx)
         items, cursor = page(view.catalog.prompts, params.cursor if params else None)
         return types.ListPromptsResult(prompts=items, next_cursor=cursor, **list_hint(ctx, view, "prompts"))
 
-    async def get(self, ctx: RequestContext, params: types.GetPromptRequestParams) -> types.GetPromptResult:
-        """The upstream's prompt, its resource links under URIs that read back from that server."""
+    async def get(self, ctx: RequestContext, params: types.GetPromptRequestParams
+                  ) -> types.GetPromptResult | types.InputRequiredResult:
+        """The upstream's prompt, its resource links under URIs that read back from that server; a 2026-era
+        caller may be asked for input first (`WayBack`)."""
         view = await self.view_of(ctx)
         server, raw = _prompt(view, params.name)
         arguments = params.arguments
-        try:
-            with upstream_span(server, "prompts/get", raw, {"gen_ai.prompt.name": raw}):
-                result = await self.upstreams.request(server, f"prompt {raw!r}",
-                                                      lambda c: c.get_prompt(raw, arguments), self.channel_of(ctx))
-        except ToolbridgeError as exc:
-            raise protocol_error(exc) from exc
+
+        async def get(channel: BackChannel) -> types.GetPromptResult:
+            try:
+                with upstream_span(server, "prompts/get", raw, {"gen_ai.prompt.name": raw}):
+                    return await self.upstreams.request(
+                        server, f"prompt {raw!r}",
+                        lambda c: c.get_prompt(raw, arguments, meta=caller_meta(channel.capabilities)), channel)
+            except ToolbridgeError as exc:
+                raise protocol_error(exc) from exc
+
+        result = await self.way_back.run(ctx, params, get)
+        if isinstance(result, types.InputRequiredResult):
+            return result
         result.messages = [message.model_copy(update={"content": view.catalog.addressed(server, message.content)})
                            for message in result.messages]
         return result

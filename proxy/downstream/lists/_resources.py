@@ -16,20 +16,21 @@ from mcp import MCPError, types
 
 from proxy.catalogs import AmbiguousUri
 from proxy.downstream.lists._advertising import list_hint
+from proxy.downstream.rounds import WayBack
 from proxy.downstream.session import RequestContext, Upstreams, page, protocol_error, upstream_span
 from proxy.errors import ToolbridgeError
-from proxy.protocol import BackChannel, rewrite_ui_read
+from proxy.protocol import BackChannel, caller_meta, rewrite_ui_read
 from proxy.views import SessionView
 
 logger = logging.getLogger(__name__)
 
 ViewOf = Callable[[RequestContext], Awaitable[SessionView]]
-ChannelOf = Callable[[RequestContext], BackChannel | None]
 KeyOf = Callable[[RequestContext], Hashable | None]
 Notify = Callable[[str], Awaitable[None]]
 Target = tuple[str, str]  # (server, upstream URI)
 Release = Callable[[str, str], None]
 _NOTIFY_TIMEOUT = 5.0
+_NOT_FOUND = (types.INVALID_PARAMS, -32002)  # how a resource is not found: 2026-07-28, and before it
 
 
 def route(view: SessionView, uri: str, *, template: bool = False) -> Target:
@@ -137,10 +138,10 @@ class Subscriptions:
 class Resources:
     """The `resources/*` handlers."""
 
-    def __init__(self, upstreams: Upstreams, view_of: ViewOf, channel_of: ChannelOf, key_of: KeyOf) -> None:
+    def __init__(self, upstreams: Upstreams, view_of: ViewOf, way_back: WayBack, key_of: KeyOf) -> None:
         self.upstreams = upstreams
         self.view_of = view_of
-        self.channel_of = channel_of
+        self.way_back = way_back
         self.key_of = key_of
         self.subscriptions = Subscriptions(upstreams.unsubscribe)
 
@@ -157,16 +158,33 @@ class Resources:
         return types.ListResourceTemplatesResult(resource_templates=items, next_cursor=cursor,
                                                  **list_hint(ctx, view, "templates"))
 
-    async def read(self, ctx: RequestContext, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-        """The upstream's contents, each under a URI that reads it back: the one asked for, or `address`'s."""
+    async def read(self, ctx: RequestContext, params: types.ReadResourceRequestParams
+                   ) -> types.ReadResourceResult | types.InputRequiredResult:
+        """The upstream's contents, each under a URI that reads it back: the one asked for, or `address`'s; a
+        2026-era caller may be asked for input first (`WayBack`).
+
+        Raises:
+            MCPError: the session has no such resource, or the upstream failed (a refusal of the URI then names
+                it in its data, SEP-2164).
+        """
         view = await self.view_of(ctx)
         server, uri = route(view, params.uri)
-        try:
-            with upstream_span(server, "resources/read", attributes={"mcp.resource.uri": uri}):
-                result = await self.upstreams.request(server, f"resource {uri!r}", lambda c: c.read_resource(uri),
-                                                      self.channel_of(ctx))
-        except ToolbridgeError as exc:
-            raise protocol_error(exc) from exc
+
+        async def read(channel: BackChannel) -> types.ReadResourceResult:
+            try:
+                with upstream_span(server, "resources/read", attributes={"mcp.resource.uri": uri}):
+                    return await self.upstreams.request(
+                        server, f"resource {uri!r}",
+                        lambda c: c.read_resource(uri, meta=caller_meta(channel.capabilities)), channel)
+            except ToolbridgeError as exc:
+                error = protocol_error(exc)
+                if error.code in _NOT_FOUND:
+                    raise MCPError(error.code, error.message, {"uri": params.uri}) from exc
+                raise error from exc
+
+        result = await self.way_back.run(ctx, params, read)
+        if isinstance(result, types.InputRequiredResult):
+            return result
         result = rewrite_ui_read(result, server)
         result.contents = [content.model_copy(update={
             "uri": params.uri if content.uri == uri else view.catalog.address(server, content.uri)})

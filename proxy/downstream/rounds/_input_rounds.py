@@ -1,13 +1,19 @@
-"""A 2026-era downstream call's way back: `InputRequiredResult` rounds.
+"""A 2026-era downstream request's way back: `InputRequiredResult` rounds.
 
 A 2026-07-28 client has no back-channel: when the upstream asks for sampling, elicitation or roots
-during the call, toolbridge answers the downstream request with an `InputRequiredResult` carrying
-those requests and an opaque `requestState`, and the client calls again with the answers. So the
-upstream call runs in a background task that outlives one downstream request: each downstream round
-waits for the call to finish or to need input. `requestState` is sealed and names the call and the
-principal that started it (`rounds/_request_state`): only that principal can answer for the call. A call
-nobody comes back for gives the upstream an error after `ANSWER_TIMEOUT` and is then forgotten; one
-whose client gave up on a round (cancelled it, or dropped its request) is cancelled upstream.
+during a `tools/call`, `prompts/get` or `resources/read`, toolbridge answers the downstream request
+with an `InputRequiredResult` carrying those requests and an opaque `requestState`, and the client
+sends the request again with the answers. So the upstream request runs in a background task that
+outlives one downstream request: each downstream round waits for it to finish or to need input.
+
+Each input request keeps the key the upstream gave it (a 2026-era upstream names them; a handshake-era
+one's requests, or a key already waiting in this call, get `toolbridge-N`), so a client answering the
+key the server asked for is understood. Each round has a `requestState` of its own, sealed, naming the
+round and the principal that started the call (`rounds/_request_state`): only that principal can answer,
+only for the method it asked with, and only the latest round (an earlier round's state is refused once a
+later one was handed out). A call nobody comes back for gives the upstream an error after
+`ANSWER_TIMEOUT` and is then forgotten; one whose client gave up on a round (cancelled it, or dropped its
+request) is cancelled upstream.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import itertools
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
@@ -40,12 +46,13 @@ class _Waiter:
 @dataclass
 class _Pending:
     principal: str
+    method: str
     ctx: RequestContext
-    call: str = field(default_factory=lambda: secrets.token_urlsafe(16))
-    state: str | None = None  # sealed when the call first needs input: only then can a round come back
+    round: str | None = None  # what the latest round's requestState seals; None until the request needs input
     new: dict[str, _Waiter] = field(default_factory=dict)
     asked: dict[str, _Waiter] = field(default_factory=dict)
-    result: types.CallToolResult | None = None
+    result: Any = None
+    error: Exception | None = None
     finished: bool = False
     rounds_waiting: int = 0  # downstream rounds in `_next` now: one of them will collect the result
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
@@ -67,9 +74,12 @@ class _Pending:
                 self.new[key] = waiter
         self.asked.clear()
 
+    def waiting(self, key: str) -> bool:
+        return key in self.new or key in self.asked
+
 
 class RoundTripChannel(Relaying):
-    """The back channel of one 2026-era downstream call (`BackChannel`)."""
+    """The back channel of one 2026-era downstream request (`BackChannel`)."""
 
     def __init__(self, pending: _Pending) -> None:
         self._pending = pending
@@ -77,12 +87,22 @@ class RoundTripChannel(Relaying):
         self._keys = itertools.count(1)
         self.progress = LatestProgress(self._report)
 
-    async def _relay(self, request: types.InputRequest) -> Any:
+    @property
+    def capabilities(self) -> types.ClientCapabilities:
+        return self._pending.ctx.session.client_capabilities or types.ClientCapabilities()
+
+    def _key(self, key: str | None) -> str:
+        """The upstream's own key, unless it has none or that key is already waiting in this call."""
+        while key is None or self._pending.waiting(key):
+            key = f"toolbridge-{next(self._keys)}"
+        return key
+
+    async def _relay(self, request: types.InputRequest, key: str | None) -> Any:
         pending = self._pending
         refused = refusal(pending.ctx, request)
         if refused is not None:
             return refused
-        waiter, key = _Waiter(request), f"toolbridge-{next(self._keys)}"
+        waiter, key = _Waiter(request), self._key(key)
         pending.new[key] = waiter
         pending.poke()
         try:
@@ -101,80 +121,89 @@ class RoundTripChannel(Relaying):
             await ctx.session.send_notification(log_notification(server, params), related_request_id=ctx.request_id)
 
 
-Run = Callable[[RoundTripChannel], Awaitable[types.CallToolResult]]
+R = TypeVar("R")
+Run = Callable[[RoundTripChannel], Awaitable[R]]
 
 
 class RoundTrips:
-    """The 2026-era calls in flight across downstream requests, by the call id their `requestState` seals."""
+    """The 2026-era requests in flight across downstream requests, by the round their `requestState` seals."""
 
     def __init__(self, states: RequestStates) -> None:
         self._states = states
-        self._pending: dict[str, _Pending] = {}  # by call id, from the first time a call needs input
+        self._pending: dict[str, _Pending] = {}  # by the latest round, from the first time a request needs input
         self._tg: anyio.abc.TaskGroup | None = None
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Host the background calls until cancelled."""
+        """Host the background requests until cancelled."""
         async with anyio.create_task_group() as tg:
             self._tg = tg
             task_status.started()
             await anyio.sleep_forever()
 
     async def call(
-        self, ctx: RequestContext, principal: str, params: types.CallToolRequestParams, run: Run
-    ) -> types.CallToolResult | types.InputRequiredResult:
+        self, ctx: RequestContext, principal: str, params: types.InputResponseRequestParams, run: Run[R]
+    ) -> R | types.InputRequiredResult:
         """Start `run` (or, with a `requestState`, resume it with the client's answers) and wait for
         its result or its next input requests.
 
         Raises:
-            MCPError: the `requestState` was altered, is another principal's, or its call is over.
+            MCPError: the `requestState` was altered, is another principal's, another method's or an
+                earlier round's, or its request is over; or what `run` raised.
         """
         if params.request_state is not None:
             pending = self._pending.get(self._states.open(params.request_state, principal))
-            if pending is None:
+            if pending is None or pending.method != ctx.method:
                 raise MCPError(types.INVALID_PARAMS, "toolbridge: unknown or expired requestState")
             pending.ctx = ctx
             pending.answer(dict(params.input_responses or {}))
         else:
             assert self._tg is not None, "RoundTrips.run is not running"
-            pending = _Pending(principal, ctx)
+            pending = _Pending(principal, ctx.method, ctx)
             self._tg.start_soon(self._run, pending, run)
         return await self._next(pending)
 
-    async def _run(self, pending: _Pending, run: Run) -> None:
+    async def _run(self, pending: _Pending, run: Run[Any]) -> None:
         try:
             with pending.scope:
                 pending.result = await run(RoundTripChannel(pending))
+        except Exception as exc:  # the round that collects the request raises it
+            pending.error = exc
         finally:
             pending.finished = True
             pending.poke()
-        if pending.state is None:
+        if pending.round is None:
             return  # never needed input: the round that started it is waiting for the result
         try:
             if not pending.rounds_waiting:  # else a waiting round collects it (or was cancelled, and so is the call)
                 with anyio.move_on_after(_COLLECT_TIMEOUT):
                     await pending.collected.wait()
         finally:
-            self._pending.pop(pending.call, None)
+            self._pending.pop(pending.round, None)
 
-    async def _next(self, pending: _Pending) -> types.CallToolResult | types.InputRequiredResult:
+    def _hand_out(self, pending: _Pending) -> types.InputRequiredResult:
+        """The next round: the requests not yet asked, under a state of this round's own."""
+        if pending.round is not None:
+            self._pending.pop(pending.round, None)
+        pending.round = secrets.token_urlsafe(16)
+        self._pending[pending.round] = pending
+        handed, pending.new = pending.new, {}
+        pending.asked.update(handed)
+        return types.InputRequiredResult(input_requests={key: waiter.request for key, waiter in handed.items()},
+                                         request_state=self._states.seal(pending.round, pending.principal))
+
+    async def _next(self, pending: _Pending) -> Any:
         pending.rounds_waiting += 1
         try:
             while True:
-                if pending.result is not None:
-                    pending.collected.set()
-                    return pending.result
                 if pending.finished:
-                    raise MCPError(types.INTERNAL_ERROR, "toolbridge: the call ended without a result")
+                    pending.collected.set()
+                    if pending.error is not None:
+                        raise pending.error
+                    if pending.result is None:
+                        raise MCPError(types.INTERNAL_ERROR, "toolbridge: the request ended without a result")
+                    return pending.result
                 if pending.new:
-                    if pending.state is None:
-                        pending.state = self._states.seal(pending.call, pending.principal)
-                        self._pending[pending.call] = pending
-                    handed, pending.new = pending.new, {}
-                    pending.asked.update(handed)
-                    return types.InputRequiredResult(
-                        input_requests={key: waiter.request for key, waiter in handed.items()},
-                        request_state=pending.state,
-                    )
+                    return self._hand_out(pending)
                 await pending.changed.wait()
         except anyio.get_cancelled_exc_class():
             pending.scope.cancel()  # the client gave up on this call

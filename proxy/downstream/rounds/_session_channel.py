@@ -83,37 +83,37 @@ async def _ask(send: Callable[[], Awaitable[R]]) -> R | types.ErrorData:
 
 
 class Relaying:
-    """The upstream's requests a back channel relays, each as one `_relay` of the matching request; at most
-    `MAX_WAITING` at a time, so an upstream sending them in bulk gets errors instead of piling them up, and
-    each answered with a timeout error after `ANSWER_TIMEOUT`."""
+    """The upstream's requests a back channel relays, each as one `_relay` of the matching request (under the
+    upstream's key for it, if it named one); at most `MAX_WAITING` at a time, so an upstream sending them in bulk
+    gets errors instead of piling them up, and each answered with a timeout error after `ANSWER_TIMEOUT`."""
 
     _waiting = 0
     takes_tasks = False
 
-    async def _relay(self, request: types.InputRequest) -> Any:
+    async def _relay(self, request: types.InputRequest, key: str | None) -> Any:
         raise NotImplementedError
 
-    async def _bounded(self, request: types.InputRequest) -> Any:
+    async def _bounded(self, request: types.InputRequest, key: str | None) -> Any:
         if self._waiting >= MAX_WAITING:
             return types.ErrorData(code=types.INVALID_REQUEST, message=f"toolbridge: {MAX_WAITING} requests are "
                                    "already waiting on the downstream client for this call")
         self._waiting += 1
         try:
             with anyio.move_on_after(ANSWER_TIMEOUT):
-                return await self._relay(request)
+                return await self._relay(request, key)
             return types.ErrorData(code=types.REQUEST_TIMEOUT, message="toolbridge: the downstream client did not "
                                    f"answer within {ANSWER_TIMEOUT:g} s")
         finally:
             self._waiting -= 1
 
-    async def sample(self, params: types.CreateMessageRequestParams) -> Any:
-        return await self._bounded(types.CreateMessageRequest(params=params))
+    async def sample(self, params: types.CreateMessageRequestParams, key: str | None = None) -> Any:
+        return await self._bounded(types.CreateMessageRequest(params=params), key)
 
-    async def elicit(self, params: types.ElicitRequestParams) -> Any:
-        return await self._bounded(types.ElicitRequest(params=params))
+    async def elicit(self, params: types.ElicitRequestParams, key: str | None = None) -> Any:
+        return await self._bounded(types.ElicitRequest(params=params), key)
 
-    async def list_roots(self) -> Any:
-        return await self._bounded(types.ListRootsRequest())
+    async def list_roots(self, key: str | None = None) -> Any:
+        return await self._bounded(types.ListRootsRequest(), key)
 
 
 class LatestProgress:
@@ -148,7 +148,11 @@ class SessionChannel(Relaying):
         self._level = level
         self.progress = LatestProgress(ctx.session.report_progress)
 
-    async def _relay(self, request: types.InputRequest) -> Any:
+    @property
+    def capabilities(self) -> types.ClientCapabilities:
+        return self.ctx.session.client_capabilities or types.ClientCapabilities()
+
+    async def _relay(self, request: types.InputRequest, key: str | None) -> Any:
         refused = refusal(self.ctx, request)
         if refused is not None:
             return refused

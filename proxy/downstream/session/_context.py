@@ -14,7 +14,7 @@ from mcp import Client, MCPError, types
 from mcp.server.context import ServerRequestContext
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
-from proxy.errors import ToolbridgeError, UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from proxy.errors import MissingCapability, ToolbridgeError, UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from proxy.protocol import TASKS, BackChannel, ProgressCallback
 
 PAGE_SIZE = 100
@@ -57,6 +57,9 @@ def protocol_error(exc: ToolbridgeError) -> MCPError:
         return MCPError(types.REQUEST_TIMEOUT, str(exc))
     if isinstance(exc, UpstreamUnavailable):
         return MCPError(types.INTERNAL_ERROR, str(exc))
+    if isinstance(exc, MissingCapability):
+        return MCPError(exc.code or types.MISSING_REQUIRED_CLIENT_CAPABILITY, str(exc),
+                        {"requiredCapabilities": exc.required})
     if isinstance(exc, UpstreamError):
         return MCPError(exc.code if exc.code is not None else types.INTERNAL_ERROR, str(exc))
     return MCPError(types.INVALID_PARAMS, str(exc))

@@ -30,6 +30,7 @@ from proxy.protocol import (
     NoticeSink,
     ProgressCallback,
     ServerTraits,
+    caller_meta,
     strip_server_info,
 )
 from proxy.upstream.connection._limits import MAX_TOOLS, hold_to_caps
@@ -278,7 +279,7 @@ class Connection:
         """Call `name` upstream through the SDK client, which also drives 2026-era input rounds.
 
         Sampling, elicitation and roots requests the upstream makes meanwhile, and its log messages,
-        go to `channel`.
+        go to `channel`; a 2026-era upstream sees the capabilities its caller declared (`caller_meta`).
 
         Raises:
             UpstreamTimeout: no answer within `timeout`; the upstream request was cancelled.
@@ -294,7 +295,8 @@ class Connection:
             async with self.in_flight.call(channel):
                 with task_call(self.server, progress_callback, channel):  # a task the upstream makes: see `_tasks`
                     result = await self.client.call_tool(
-                        name, arguments, read_timeout_seconds=timeout, progress_callback=progress_callback
+                        name, arguments, read_timeout_seconds=timeout, progress_callback=progress_callback,
+                        meta=caller_meta(channel.capabilities if channel is not None else None),
                     )
         except Exception as exc:
             if self.modern and lacks_back_channel(exc):

@@ -32,6 +32,7 @@ from proxy.errors import (
 )
 from proxy.protocol import NoticeSink, client_extensions
 from proxy.text import clean
+from proxy.upstream.connection._carried_capabilities import carrying_capabilities
 from proxy.upstream.connection._client import CLIENT_INFO, Connection, Signals, TransportChoice, ignore_notice
 from proxy.upstream.connection._relay import InFlight, client_callbacks
 from proxy.upstream.connection._sse import sse_transport
@@ -68,9 +69,10 @@ class _Hooks:
 async def _enter(stack: AsyncExitStack, transport: Any, hooks: _Hooks) -> Client:
     # log_level opts every request of a 2026-era connection into log messages (each session's own
     # level filters them downstream); a handshake-era connection ignores it.
-    client = Client(transport, mode=hooks.mode, message_handler=hooks.signals.on_message, client_info=CLIENT_INFO,
-                    cache=None, log_level="debug", extensions=[*client_extensions(), TasksExtension()],
-                    **hooks.callbacks)
+    # Each request carries its caller's capabilities (`carrying_capabilities`).
+    client = Client(carrying_capabilities(transport), mode=hooks.mode, message_handler=hooks.signals.on_message,
+                    client_info=CLIENT_INFO, cache=None, log_level="debug",
+                    extensions=[*client_extensions(), TasksExtension()], **hooks.callbacks)
     await stack.enter_async_context(client)
     if hooks.mode not in ("auto", "legacy"):
         # A pinned version is adopted without a word to the server, with no capabilities at all (no

@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 from mcp import MCPError, types
 from mcp.client.context import ClientRequestContext
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from proxy.protocol import BackChannel, NoticeSink, SamplingAnswer
 
@@ -131,22 +132,32 @@ def _no_caller(server: str, what: str) -> types.ErrorData:
     )
 
 
+def _key(context: ClientRequestContext) -> str | None:
+    """The upstream's key for a request in its input-required rounds (2026 era: the SDK names the request by
+    it); a handshake-era request has only a JSON-RPC id, no name of the upstream's choosing."""
+    modern = context.session.protocol_version in MODERN_PROTOCOL_VERSIONS
+    return context.request_id if modern and isinstance(context.request_id, str) else None
+
+
 def client_callbacks(server: str, in_flight: InFlight, notices: NoticeSink) -> dict[str, Any]:
     """The `Client` callbacks that relay a server→client request to its caller, and route logs."""
 
     async def sampling(context: ClientRequestContext, params: types.CreateMessageRequestParams) -> SamplingAnswer:
         channel = in_flight.channel()
-        return await channel.sample(params) if channel is not None else _no_caller(server, "a sampling request")
+        return await channel.sample(params, _key(context)) if channel is not None \
+            else _no_caller(server, "a sampling request")
 
     async def elicitation(
         context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult | types.ErrorData:
         channel = in_flight.channel()
-        return await channel.elicit(params) if channel is not None else _no_caller(server, "an elicitation")
+        return await channel.elicit(params, _key(context)) if channel is not None \
+            else _no_caller(server, "an elicitation")
 
     async def list_roots(context: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
         channel = in_flight.channel()
-        return await channel.list_roots() if channel is not None else _no_caller(server, "a roots request")
+        return await channel.list_roots(_key(context)) if channel is not None \
+            else _no_caller(server, "a roots request")
 
     async def logging(params: types.LoggingMessageNotificationParams) -> None:
         await in_flight.log(server, params, notices)

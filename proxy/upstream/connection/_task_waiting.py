@@ -144,21 +144,21 @@ async def _answer_inputs(
             request = _INPUT_REQUEST.validate_python(raw, by_name=False)
         except ValidationError:
             continue
-        answer = await _ask(channel, request)
+        answer = await _ask(channel, request, key)
         if not isinstance(answer, types.ErrorData):
             responses[key] = answer.model_dump(by_alias=True, mode="json", exclude_none=True)
     if responses:
         await update_task(session, state.task_id, responses)
 
 
-async def _ask(channel: BackChannel | None, request: types.InputRequest) -> Any:
+async def _ask(channel: BackChannel | None, request: types.InputRequest, key: str) -> Any:
     if channel is None:
         return types.ErrorData(code=types.INVALID_REQUEST, message="no caller to ask")
     if isinstance(request, types.ElicitRequest):
-        return await channel.elicit(request.params)
+        return await channel.elicit(request.params, key)
     if isinstance(request, types.CreateMessageRequest):
-        return await channel.sample(request.params)
-    return await channel.list_roots()
+        return await channel.sample(request.params, key)
+    return await channel.list_roots(key)
 
 
 class TasksExtension(ClientExtension):
