@@ -89,18 +89,19 @@ class Handlers:
         """Host what outlives one request (2026-era calls awaiting the client's input) and deliver what the
         upstreams said that no call claimed, until cancelled."""
         async with anyio.create_task_group() as tg:
-            if self.notices is not None:
-                tg.start_soon(self._deliver, self.notices)
+            if self.notices is not None:  # a clone of its own: only its owner closes what a receive waits on
+                tg.start_soon(self._deliver, self.notices.clone())
             await tg.start(self.round_trips.run)
             task_status.started()
 
     async def _deliver(self, notices: MemoryObjectReceiveStream[Notice]) -> None:
         """Resource updates to their subscribers, logs to the sessions that asked for that level."""
-        async for server, notification in notices:
-            if isinstance(notification, types.ResourceUpdatedNotification):
-                await self.resources.subscriptions.deliver(server, notification.params.uri)
-            elif isinstance(notification, types.LoggingMessageNotification):
-                await self.logs.deliver(server, notification.params)
+        async with notices:
+            async for server, notification in notices:
+                if isinstance(notification, types.ResourceUpdatedNotification):
+                    await self.resources.subscriptions.deliver(server, notification.params.uri)
+                elif isinstance(notification, types.LoggingMessageNotification):
+                    await self.logs.deliver(server, notification.params)
 
     def forget(self, key: Hashable) -> None:
         """A connection ended: drop what was kept for it."""
