@@ -28,6 +28,10 @@ class BackChannel(Protocol):
     """Whether the caller declared the tasks extension: a task the upstream makes is handed to it (`HandedOver`);
     otherwise the upstream side waits for the task and answers with its result."""
 
+    handshake_era: bool
+    """Whether the caller speaks the handshake era (it is asked over its own session): its requests go to a
+    server that speaks both eras in the handshake era, where the server has a back channel too."""
+
     async def sample(self, params: types.CreateMessageRequestParams) -> SamplingAnswer: ...
 
     async def elicit(self, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData: ...

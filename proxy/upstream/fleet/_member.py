@@ -14,7 +14,9 @@ import anyio
 
 from proxy.config import UpstreamConfig
 from proxy.errors import UpstreamUnavailable
+from proxy.protocol import BackChannel
 from proxy.upstream.connection import Connection, SubscribedUris, TransportChoice
+from proxy.upstream.fleet._handshake_connection import HandshakeConnection
 from proxy.upstream.oauth import Consent
 
 logger = logging.getLogger(__name__)
@@ -57,8 +59,8 @@ class Member:
     reason: str = "starting"
     last_error: str | None = None
     transport: TransportChoice = "auto"
-    handshake_only: bool = False  # a `protocol: auto` server seen asking its client over a back channel
     connection: Connection | None = None
+    handshake: HandshakeConnection | None = None  # a `protocol: auto` 2026-era connection's handshake-era twin
     tool_count: int = 0
     failures: int = 0
     settled: bool = False  # registered (live or from the cache) or failed once
@@ -138,20 +140,27 @@ class Member:
 
     def client_mode(self, auto: str) -> str:
         """The SDK `Client` mode to connect with; `auto`: the fleet's for a `protocol: auto` server."""
-        if self.config.protocol != "auto":
-            return self.config.client_mode
-        return "legacy" if self.handshake_only else auto
+        return auto if self.config.protocol == "auto" else self.config.client_mode
 
-    async def reconnect_in_handshake_era(self, conn: Connection) -> None:
-        """A server that asks its client mid-call the handshake-era way (SDK context helpers) but accepted
-        2026-07-28 has tools that fail in that era: speak the handshake era to it from now on, and wait for
-        the new connection. The failed call never got its answer; the caller sends it again there."""
-        if not self.handshake_only:
-            logger.warning("server %s asks its client over a back channel during calls, which the 2026-07-28 "
-                           "era does not have: reconnecting it in the handshake era", self.name)
-            self.handshake_only = True
-            conn.signals.mark_lost()
-        await self.wait_replaced(conn)
+    async def connection_for(self, channel: BackChannel | None) -> Connection:
+        """The connection for a request with this back channel: a handshake-era caller's goes to the handshake
+        connection of a server that speaks both eras (see `_handshake_connection`), any other to `connection`.
+
+        Raises:
+            UpstreamUnavailable: as `live_connection`.
+        """
+        conn = await self.live_connection()
+        if channel is not None and channel.handshake_era:
+            return await self.with_back_channel(conn) or conn
+        return conn
+
+    async def with_back_channel(self, conn: Connection) -> Connection | None:
+        """The handshake-era connection beside the 2026-era `conn`, opened if need be; None when there is none
+        (`protocol` is pinned, `conn` is handshake-era already, or the server does not speak that era)."""
+        link = self.handshake
+        if link is None or link.first is not conn:
+            return None
+        return await link.get(self.config.connect_timeout)
 
     async def wait_replaced(self, old: Connection) -> None:
         """Wait (within connect_timeout) for the supervisor to bring up a new connection."""

@@ -14,8 +14,10 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager
 
 import anyio
+import httpx2
 
 from proxy.errors import (
     UpstreamError,
@@ -29,6 +31,7 @@ from proxy.protocol import BackChannel, NoticeSink
 from proxy.upstream.connection import Connection, connect, keep_subscribed
 from proxy.upstream.fleet._availability import Availability
 from proxy.upstream.fleet._backoff import next_delay
+from proxy.upstream.fleet._handshake_connection import HandshakeConnection
 from proxy.upstream.fleet._member import STARTABLE, Member, UpstreamState
 from proxy.upstream.fleet._publisher import Publisher, ToolSink
 from proxy.upstream.fleet._settings import FleetSettings
@@ -111,7 +114,7 @@ class Supervisor:
                     error = UpstreamError(up.name, describe(exc))
                 await self._after_failure(up, error)
         finally:
-            up.connection = None
+            up.connection = up.handshake = None
             if self._members.get(up.name, up) is up:  # a restarted server's successor keeps its tools
                 self._publisher.withdraw(up)
 
@@ -144,6 +147,9 @@ class Supervisor:
                     if slot is not None:
                         slot.release()
                         slot = None
+                    up.handshake = self._handshake_twin(up, conn, auth)
+                    if up.handshake is not None:
+                        tg.start_soon(up.handshake.run)
                     up.connection, up.transport = conn, conn.transport  # pins an SSE fallback
                     up.restarts += up.connected_since is not None
                     up.connected_since = time.time()
@@ -155,6 +161,19 @@ class Supervisor:
                 slot.release()
         raise UpstreamTimeout(up.name, f"no answer within connect_timeout ({config.connect_timeout:g} s)")
 
+    def _handshake_twin(self, up: Member, conn: Connection, auth: httpx2.Auth | None) -> HandshakeConnection | None:
+        """The handshake-era connection a `protocol: auto` server connected in the 2026 era gets when a
+        handshake-era caller first needs it (`fleet/_handshake_connection`)."""
+        if up.config.protocol != "auto" or not conn.modern:
+            return None
+
+        def open_connection() -> AbstractAsyncContextManager[Connection]:
+            return connect(up.config, config_dir=self._settings.config_dir, log_dir=self._settings.log_dir,
+                           transport=conn.transport, mode="legacy", notices=self._notices, auth=auth)
+
+        return HandshakeConnection(conn, open_connection, keepalive=self._settings.keepalive,
+                                   keepalive_timeout=self._settings.keepalive_timeout)
+
     async def _run_connected(self, up: Member, conn: Connection) -> bool:
         try:
             up.last_used = anyio.current_time()  # idleness counts from the start
@@ -162,7 +181,7 @@ class Supervisor:
             self._settle(up)
             return await self._serve(up, conn)
         except anyio.get_cancelled_exc_class():
-            up.connection = None  # the fleet is stopping: nothing to report or retry
+            up.connection = up.handshake = None  # the fleet is stopping: nothing to report or retry
             raise
         except Exception:
             self._drop(up)
@@ -176,7 +195,7 @@ class Supervisor:
             now = anyio.current_time()
             limit = up.idle_limit
             if limit is not None and up.pending == 0 and now - up.last_used >= limit:
-                up.connection, up.used = None, False
+                up.connection, up.handshake, up.used = None, None, False
                 self._set_state(up, UpstreamState.STOPPED, "stopped (idle); the next call starts it"
                                 if limit else "catalog cached; the first call starts it")
                 return True
@@ -202,7 +221,7 @@ class Supervisor:
         It was up, so the server can start: its backoff starts over, and a server killed now and
         then is restarted within a call's `restart_wait` instead of drifting towards parking.
         """
-        up.connection = None
+        up.connection = up.handshake = None
         up.failures = 0
         if up.state is UpstreamState.READY:
             self._set_state(up, UpstreamState.BACKOFF, "connection closed")
