@@ -34,6 +34,7 @@ from proxy.protocol import NoticeSink, client_extensions
 from proxy.text import clean
 from proxy.upstream.connection._client import CLIENT_INFO, Connection, Signals, TransportChoice, ignore_notice
 from proxy.upstream.connection._relay import InFlight, client_callbacks
+from proxy.upstream.connection._result_types import completed_results
 from proxy.upstream.connection._sse import sse_transport
 from proxy.upstream.connection._stdio import stdio_transport
 from proxy.upstream.connection._task_waiting import TasksExtension
@@ -68,7 +69,8 @@ class _Hooks:
 async def _enter(stack: AsyncExitStack, transport: Any, hooks: _Hooks) -> Client:
     # log_level opts every request of a 2026-era connection into log messages (each session's own
     # level filters them downstream); a handshake-era connection ignores it.
-    client = Client(transport, mode=hooks.mode, message_handler=hooks.signals.on_message, client_info=CLIENT_INFO,
+    client = Client(completed_results(transport), mode=hooks.mode, message_handler=hooks.signals.on_message,
+                    client_info=CLIENT_INFO,
                     cache=None, log_level="debug", extensions=[*client_extensions(), TasksExtension()],
                     **hooks.callbacks)
     await stack.enter_async_context(client)
