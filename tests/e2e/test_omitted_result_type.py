@@ -23,8 +23,11 @@ SERVER = REPO / "tests" / "servers" / "no_result_type.py"
 
 @pytest.mark.parametrize("protocol", ["auto", "2026"])
 async def test_results_without_a_result_type_reach_callers_of_both_eras_whole(protocol: str, tmp_path: Path) -> None:
-    config = write_config(tmp_path, {"fixture": {"command": sys.executable, "args": [str(SERVER)],
-                                                 "prefix": False, "protocol": protocol}}, {"core": ["*"]})
+    config = write_config(
+        tmp_path,
+        {"fixture": {"command": sys.executable, "args": [str(SERVER)], "prefix": False, "protocol": protocol}},
+        {"core": ["*"]},
+    )
     got: dict[str, types.CallToolResult] = {}
     with anyio.fail_after(60):
         async with serve_http(config, free_port()) as base:

@@ -47,9 +47,11 @@ async def test_callers_of_both_eras_at_once_each_get_what_they_would_get_directl
     """With the errors escaping, a 2026-era caller's sampling is retried over the handshake-era connection
     (better than directly); that one runs alone: two calls asking back at once over one handshake-era
     connection cannot be told apart (`connection/_relay`)."""
-    config = write_config(tmp_path, {"fixture": {"command": sys.executable,
-                                                 "args": [str(MCPSERVER_FIXTURE), *flags], "prefix": False}},
-                          {"core": ["*"]})
+    config = write_config(
+        tmp_path,
+        {"fixture": {"command": sys.executable, "args": [str(MCPSERVER_FIXTURE), *flags], "prefix": False}},
+        {"core": ["*"]},
+    )
     tool_2026 = "test_sampling" if flags else "test_simple_text"
     answers: dict[str, list[str]] = {"legacy": [], "auto": []}
     with anyio.fail_after(90):
@@ -57,13 +59,15 @@ async def test_callers_of_both_eras_at_once_each_get_what_they_would_get_directl
         async with serve_http(config, free_port()) as base:
 
             async def caller(mode: str, tool: str, calls: int) -> None:
-                async with Client(streamable_http_client(f"{base}/mcp"), mode=mode,
-                                  sampling_callback=_sample) as client:
+                async with Client(
+                    streamable_http_client(f"{base}/mcp"), mode=mode, sampling_callback=_sample
+                ) as client:
                     while tool not in {tool.name for tool in (await client.list_tools()).tools}:
                         await anyio.sleep(0.1)
                     for _ in range(calls):
-                        answers[mode].append(_text(await client.call_tool(tool, {"prompt": "p"} if "sampl" in tool
-                                                                          else {})))
+                        answers[mode].append(
+                            _text(await client.call_tool(tool, {"prompt": "p"} if "sampl" in tool else {}))
+                        )
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(caller, "legacy", "test_sampling", CALLS)
