@@ -33,6 +33,7 @@ from proxy.errors import (
 from proxy.protocol import NoticeSink, client_extensions
 from proxy.text import clean
 from proxy.upstream.connection._client import CLIENT_INFO, Connection, Signals, TransportChoice, ignore_notice
+from proxy.upstream.connection._listen_framing import frame_listen_stream
 from proxy.upstream.connection._relay import InFlight, client_callbacks
 from proxy.upstream.connection._result_types import completed_results
 from proxy.upstream.connection._sse import sse_transport
@@ -45,8 +46,8 @@ _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 
 
 def _http_client(config: UpstreamConfig, responses: list[HttpResponse], **overrides: Any) -> httpx2.AsyncClient:
-    """Our own httpx2 client: the config's headers, its auth (OAuth), and a record of responses to
-    explain failures."""
+    """Our own httpx2 client: the config's headers, its auth (OAuth), a record of responses to explain
+    failures, and listen streams read whatever their framing (`_listen_framing`)."""
 
     async def record(response: httpx2.Response) -> None:
         responses.append((response.status_code, response.headers.get("content-type", "").lower()))
@@ -54,7 +55,8 @@ def _http_client(config: UpstreamConfig, responses: list[HttpResponse], **overri
 
     options: dict[str, Any] = {"headers": dict(config.headers), "timeout": _HTTP_TIMEOUT}
     options.update({k: v for k, v in overrides.items() if v is not None})
-    return httpx2.AsyncClient(**options, event_hooks={"response": [record]})
+    hooks = [record, frame_listen_stream(config.max_message_bytes)]
+    return httpx2.AsyncClient(**options, event_hooks={"response": hooks})
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from proxy.upstream.integrity import ToolGate
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+SUBSCRIBE_WAIT = 5.0  # seconds a subscribe waits at most for the upstream to take the URIs
 
 
 class Fleet:
@@ -222,8 +223,9 @@ class Fleet:
     async def subscribe(self, server: str, uris: Sequence[str]) -> None:
         """Ask `server` for updates of `uris` from now on, through every reconnect (see `connection/_subscribed`).
 
-        Returns once the live connection asked for them (within the server's `timeout`), so an update right after
-        the caller's acknowledgment reaches it; a server that is down is asked when it is back.
+        Returns once the live connection asked for them, so an update right after the caller's acknowledgment
+        reaches it, or after `SUBSCRIBE_WAIT` at most (a server slow to take them must not hold up the caller's
+        acknowledgment); a server that is down is asked when it is back.
         """
         up = self._servers.get(server)
         if up is None:
@@ -231,7 +233,7 @@ class Fleet:
         up.subscribed.add(uris)
         if up.state is not UpstreamState.READY:
             return
-        with anyio.move_on_after(up.config.timeout):
+        with anyio.move_on_after(min(up.config.timeout, SUBSCRIBE_WAIT)):
             await up.subscribed.wait_applied(up.subscribed.generation)
 
     def unsubscribe(self, server: str, uri: str) -> None:
