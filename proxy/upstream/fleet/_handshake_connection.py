@@ -63,6 +63,7 @@ class HandshakeConnection:
             self._wanted = anyio.Event()
             try:
                 async with self._open() as conn:
+                    await conn.list_tools()  # the output schemas the SDK checks results against (`OutputSchemas`)
                     self._set(conn)
                     await self._serve(conn)
             except UpstreamError as exc:
