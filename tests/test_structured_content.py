@@ -71,10 +71,12 @@ async def test_a_tool_whose_output_schema_only_the_2026_era_takes_is_listed_and_
     """Carried, not dropped: a 2026-era client gets the schema and the value as sent; a handshake-era client, whose
     era takes only an object schema, gets the tool without one, and a value that is not an object as text."""
     schema, value = SHAPES[shape]
-    async with gateway([], CORE, servers={"shapes": shaped_server(schema, value)}, mode="auto") as harness:
-        async with Client(harness.server, mode=era) as client:
-            listed = {t.name: t for t in (await client.list_tools()).tools}
-            result = await client.call_tool("shapes__shaped", {})
+    async with (
+        gateway([], CORE, servers={"shapes": shaped_server(schema, value)}, mode="auto") as harness,
+        Client(harness.server, mode=era) as client,
+    ):
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        result = await client.call_tool("shapes__shaped", {})
     assert set(listed) == {"shapes__plain", "shapes__shaped"}
     assert not result.is_error, result
     assert [c.text for c in result.content if isinstance(c, types.TextContent)] == [json.dumps(value)]
