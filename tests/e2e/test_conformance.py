@@ -147,25 +147,24 @@ async def test_nothing_that_passes_directly_fails_through_toolbridge(shape: str,
                                                                     tmp_path: Path) -> None:
     """MCPServer's tools sample and elicit over a back channel, which a 2026-07-28 connection lacks:
     toolbridge must speak the handshake era to it for a caller that has a back channel, even when the
-    tools report the failed request in their result (`--in-band`) rather than as an error, while the
-    other set's 2026-era calls run at once."""
+    tools report the failed request in their result (`--in-band`) rather than as an error."""
     script, flags = SHAPES[shape]
     async with _shape_over_http(shape) as url:
         target = {"command": sys.executable, "args": [str(script), *flags]} if transport == "stdio" \
             else {"url": url}
         runs: dict[str, tuple[dict[str, Any], str]] = {}
-        # One toolbridge for both sets at once: callers of both eras through one upstream (each reaches it in its
-        # own era: docs/protocol-2026-07-28.md, "Conformance").
-        config_dir = _fixture_upstream(tmp_path / "config", target)
-        async with serve_http(config_dir, free_port()) as base:
-            await _wait_ready(base)
 
-            async def run(revision: str) -> None:
+        async def through_toolbridge(revision: str) -> None:
+            """A toolbridge of its own per set: a stdio upstream that speaks both eras is reconnected in the
+            handshake era for the first handshake-era caller, and the 2026 set is judged on a 2026 connection."""
+            config_dir = _fixture_upstream(tmp_path / revision / "config", target)
+            async with serve_http(config_dir, free_port()) as base:
+                await _wait_ready(base)
                 runs[revision] = await _run_suite(f"{base}/mcp", revision, tmp_path / f"{revision}.json")
 
-            async with anyio.create_task_group() as tg:
-                for revision in REVISIONS:
-                    tg.start_soon(run, revision)
+        async with anyio.create_task_group() as tg:
+            for revision in REVISIONS:
+                tg.start_soon(through_toolbridge, revision)
     for revision, (proxied, output) in runs.items():
         lost = set(EXPECTED[shape][revision]) - set(proxied["passed"])
         known = {name for rev, name, shapes, _ in KNOWN_LOSSES if rev == revision and shape in shapes}

@@ -3,20 +3,22 @@
 The `MCPServer` fixture's tools ask their client over a back channel (handshake-era style), which a
 2026-07-28 connection lacks. A handshake-era caller has one, so its calls must reach the server in the
 handshake era, also when the tool reports the failed request in its result (`--in-band`) instead of letting
-the error escape; a 2026-era caller's calls go as they would go directly. Callers of both eras at once must
-never catch each other's connection mid-switch (docs/protocol-2026-07-28.md, "Conformance").
+the error escape. Callers of both eras at once must never catch each other's connection mid-switch
+(docs/protocol-2026-07-28.md, "Conformance").
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from conftest import free_port
-from fleetdir import MCPSERVER_FIXTURE, serve_http, write_config
+from fleetdir import MCPSERVER_FIXTURE, mcpserver_over_http, serve_http, write_config
 from mcp import Client, StdioServerParameters, stdio_client, types
 from mcp.client.streamable_http import streamable_http_client
 
@@ -40,39 +42,53 @@ async def _direct_2026_answer(flags: tuple[str, ...]) -> str:
         return _text(await client.call_tool("test_sampling", {"prompt": "p"}))
 
 
+@asynccontextmanager
+async def _upstream(transport: str, flags: tuple[str, ...]) -> AsyncIterator[dict[str, Any]]:
+    if transport == "stdio":
+        yield {"command": sys.executable, "args": [str(MCPSERVER_FIXTURE), *flags]}
+        return
+    async with mcpserver_over_http(*flags) as url:
+        yield {"url": url}
+
+
+SIMPLE = "This is a simple text response for testing."
+
+
+@pytest.mark.parametrize("transport", ["stdio", "streamable-http"])
 @pytest.mark.parametrize("flags", [("--in-band",), ()], ids=["in-band", "errors-escape"])
-async def test_callers_of_both_eras_at_once_each_get_what_they_would_get_directly(
-    flags: tuple[str, ...], tmp_path: Path
+async def test_callers_of_both_eras_at_once_each_get_a_back_channel_where_they_have_one(
+    flags: tuple[str, ...], transport: str, tmp_path: Path
 ) -> None:
-    """With the errors escaping, a 2026-era caller's sampling is retried over the handshake-era connection
-    (better than directly); that one runs alone: two calls asking back at once over one handshake-era
-    connection cannot be told apart (`connection/_relay`)."""
-    config = write_config(
-        tmp_path,
-        {"fixture": {"command": sys.executable, "args": [str(MCPSERVER_FIXTURE), *flags], "prefix": False}},
-        {"core": ["*"]},
-    )
-    tool_2026 = "test_sampling" if flags else "test_simple_text"
+    """Over HTTP a handshake-era caller's calls go to a second session, and a 2026-era caller's stay in the 2026
+    era, as they would reach the server directly (with the errors escaping, its sampling is retried in the
+    handshake era: better than directly). A stdio server, a process per connection, is reconnected in the
+    handshake era once the calls in flight are answered: no call of either era is cut off, and from then on a
+    2026-era caller's sampling works too. Over one handshake-era stdio connection, a request asking back while
+    other calls are in flight cannot be told apart (`connection/_relay`): there the legacy caller samples alone."""
+    legacy_tool = "test_sampling" if transport != "stdio" else "test_simple_text"
     answers: dict[str, list[str]] = {"legacy": [], "auto": []}
-    with anyio.fail_after(90):
-        expected_2026 = await _direct_2026_answer(flags) if flags else "This is a simple text response for testing."
-        async with serve_http(config, free_port()) as base:
+    with anyio.fail_after(120):
+        direct = await _direct_2026_answer(flags) if flags else ""
+        async with _upstream(transport, flags) as spec:
+            config = write_config(tmp_path, {"fixture": {**spec, "prefix": False}}, {"core": ["*"]})
+            async with serve_http(config, free_port()) as base:
 
-            async def caller(mode: str, tool: str, calls: int) -> None:
-                async with Client(
-                    streamable_http_client(f"{base}/mcp"), mode=mode, sampling_callback=_sample
-                ) as client:
-                    while tool not in {tool.name for tool in (await client.list_tools()).tools}:
-                        await anyio.sleep(0.1)
-                    for _ in range(calls):
-                        answers[mode].append(
-                            _text(await client.call_tool(tool, {"prompt": "p"} if "sampl" in tool else {}))
-                        )
+                async def caller(mode: str, tool: str, calls: int) -> None:
+                    async with Client(
+                        streamable_http_client(f"{base}/mcp"), mode=mode, sampling_callback=_sample
+                    ) as client:
+                        while tool not in {tool.name for tool in (await client.list_tools()).tools}:
+                            await anyio.sleep(0.1)
+                        for _ in range(calls):
+                            arguments = {"prompt": "p"} if "sampl" in tool else {}
+                            answers[mode].append(_text(await client.call_tool(tool, arguments)))
 
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(caller, "legacy", "test_sampling", CALLS)
-                tg.start_soon(caller, "auto", tool_2026, CALLS * 4)
-            if not flags:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(caller, "legacy", legacy_tool, CALLS)
+                    tg.start_soon(caller, "auto", "test_simple_text", CALLS * 4)
+                await caller("legacy", "test_sampling", 1)
                 await caller("auto", "test_sampling", 1)
-    assert answers["legacy"] == ["LLM response: hi"] * CALLS
-    assert answers["auto"] == [expected_2026] * CALLS * 4 + ([] if flags else ["LLM response: hi"])
+    sampled = "LLM response: hi"
+    assert answers["legacy"] == [sampled if legacy_tool == "test_sampling" else SIMPLE] * CALLS + [sampled]
+    sampled_2026 = direct if flags and transport != "stdio" else sampled
+    assert answers["auto"] == [SIMPLE] * CALLS * 4 + [sampled_2026]

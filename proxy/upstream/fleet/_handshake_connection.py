@@ -1,4 +1,4 @@
-"""A `protocol: auto` server's second connection, in the handshake era, opened when a caller first needs it.
+"""A `protocol: auto` HTTP server's second connection, in the handshake era, opened when a caller first needs it.
 
 A server that speaks both eras is connected in the 2026-07-28 era: its listings, cache hints, extensions,
 listen stream, tasks and input-required rounds come from there. But a tool written the handshake-era way asks
@@ -6,7 +6,9 @@ its client over a back channel while it runs, which a 2026-07-28 connection does
 inside the tool, which may well report the failure in its result, where toolbridge cannot tell it from any
 other. A caller that speaks the handshake era has that back channel, so its requests go here, where the server
 has one too; a 2026-era caller's stay on the first connection, as they would reach the server directly. Nothing
-is switched for everyone, so no call of one era is ever caught in a reconnect made for the other.
+is switched for everyone, so no call of one era is ever caught in a reconnect made for the other. Over HTTP
+both sessions reach the one server process; a stdio server is a process per connection, so it is reconnected
+in the handshake era instead (`Member.with_back_channel`).
 """
 
 from __future__ import annotations

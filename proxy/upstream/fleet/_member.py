@@ -34,6 +34,7 @@ class UpstreamState(enum.Enum):
 
 
 STARTABLE = (UpstreamState.LAZY, UpstreamState.STOPPED)
+_DRAIN_POLL = 0.05  # seconds between two looks at a connection's calls in flight, before it is closed
 _WAKING = (*STARTABLE, UpstreamState.STARTING)  # what a call waits through before it can be sent
 
 
@@ -59,8 +60,9 @@ class Member:
     reason: str = "starting"
     last_error: str | None = None
     transport: TransportChoice = "auto"
+    handshake_only: bool = False  # a stdio `protocol: auto` server a handshake-era caller needed: in that era now
     connection: Connection | None = None
-    handshake: HandshakeConnection | None = None  # a `protocol: auto` 2026-era connection's handshake-era twin
+    handshake: HandshakeConnection | None = None  # an HTTP `protocol: auto` 2026-era connection's handshake-era twin
     tool_count: int = 0
     failures: int = 0
     settled: bool = False  # registered (live or from the cache) or failed once
@@ -140,27 +142,56 @@ class Member:
 
     def client_mode(self, auto: str) -> str:
         """The SDK `Client` mode to connect with; `auto`: the fleet's for a `protocol: auto` server."""
-        return auto if self.config.protocol == "auto" else self.config.client_mode
+        if self.config.protocol != "auto":
+            return self.config.client_mode
+        return "legacy" if self.handshake_only else auto
 
     async def connection_for(self, channel: BackChannel | None) -> Connection:
-        """The connection for a request with this back channel: a handshake-era caller's goes to the handshake
-        connection of a server that speaks both eras (see `_handshake_connection`), any other to `connection`.
+        """The connection for a request with this back channel: a handshake-era caller's reaches a `protocol: auto`
+        server that speaks both eras in the handshake era, where the server has a back channel too (see
+        `with_back_channel`); any other request goes to `connection`.
 
         Raises:
             UpstreamUnavailable: as `live_connection`.
         """
+        if self.handshake_only:  # switching eras: no new request on the old connection, a wait as long as a start's
+            with anyio.move_on_after(self.config.connect_timeout):
+                while self.state is not UpstreamState.PARKED and not (
+                    self.state is UpstreamState.READY and self.connection is not None and not self.connection.modern
+                ):
+                    await self.state_changed.wait()
         conn = await self.live_connection()
         if channel is not None and channel.handshake_era:
             return await self.with_back_channel(conn) or conn
         return conn
 
     async def with_back_channel(self, conn: Connection) -> Connection | None:
-        """The handshake-era connection beside the 2026-era `conn`, opened if need be; None when there is none
-        (`protocol` is pinned, `conn` is handshake-era already, or the server does not speak that era)."""
-        link = self.handshake
-        if link is None or link.first is not conn:
+        """A handshake-era connection instead of the 2026-era `conn`; None when there is none (`protocol` is
+        pinned, `conn` is handshake-era already, or the server does not speak that era).
+
+        Over HTTP it is a second session beside `conn` (`_handshake_connection`), which the server's one process
+        serves alike. A stdio server is a process per connection, whose state a second one would not share
+        (a tool a call adds, a resource it changes): it is reconnected in the handshake era for good instead,
+        once the calls in flight on `conn` are answered, so no call of either era is cut off.
+        """
+        if not conn.modern or self.config.protocol != "auto":
             return None
-        return await link.get(self.config.connect_timeout)
+        link = self.handshake
+        if link is not None and link.first is conn:
+            return await link.get(self.config.connect_timeout)
+        if not self.config.is_stdio:
+            return None
+        if not self.handshake_only:
+            logger.info("server %s: a handshake-era caller needs its back channel: reconnecting it in the "
+                        "handshake era once its calls in flight are answered", self.name)
+            self.handshake_only = True
+            with anyio.move_on_after(self.config.timeout):
+                while conn.calls_in_flight:
+                    await anyio.sleep(_DRAIN_POLL)
+            conn.signals.mark_lost()
+        await self.wait_replaced(conn)
+        replaced = self.connection
+        return replaced if replaced is not None and replaced is not conn and self.state is UpstreamState.READY else None
 
     async def wait_replaced(self, old: Connection) -> None:
         """Wait (within connect_timeout) for the supervisor to bring up a new connection."""

@@ -132,6 +132,7 @@ class Supervisor:
         slot = self._spawn if config.is_stdio else None
         if slot is not None:
             await slot.acquire()
+        opened = False
         try:
             started = anyio.current_time()
             with anyio.CancelScope(deadline=started + config.connect_timeout) as scope:
@@ -144,6 +145,7 @@ class Supervisor:
                     tg.start_soon(keep_subscribed, conn, up.subscribed)
                     await self._publisher.refresh(up, conn)
                     scope.deadline = math.inf
+                    opened = True
                     if slot is not None:
                         slot.release()
                         slot = None
@@ -159,12 +161,15 @@ class Supervisor:
         finally:
             if slot is not None:
                 slot.release()
+            if not opened and up.handshake_only:
+                logger.warning("server %s: it did not connect in the handshake era; back to 2026-07-28", up.name)
+                up.handshake_only = False
         raise UpstreamTimeout(up.name, f"no answer within connect_timeout ({config.connect_timeout:g} s)")
 
     def _handshake_twin(self, up: Member, conn: Connection, auth: httpx2.Auth | None) -> HandshakeConnection | None:
-        """The handshake-era connection a `protocol: auto` server connected in the 2026 era gets when a
+        """The handshake-era connection a `protocol: auto` HTTP server connected in the 2026 era gets when a
         handshake-era caller first needs it (`fleet/_handshake_connection`)."""
-        if up.config.protocol != "auto" or not conn.modern:
+        if up.config.protocol != "auto" or not conn.modern or up.config.is_stdio:  # stdio: see `with_back_channel`
             return None
 
         def open_connection() -> AbstractAsyncContextManager[Connection]:
