@@ -167,15 +167,16 @@ class Member:
 
     async def with_back_channel(self, conn: Connection) -> Connection | None:
         """A handshake-era connection instead of the 2026-era `conn`; None when there is none (`protocol` is
-        pinned, `conn` is handshake-era already, or the server does not speak that era).
+        pinned, `conn` is handshake-era already, or the server does not speak that era) or the server declared
+        the tasks extension, a 2026-only feature a caller of either era gets from it only there.
 
         Over HTTP it is a second session beside `conn` (`_handshake_connection`), which the server's one process
         serves alike. A stdio server is a process per connection, whose state a second one would not share
         (a tool a call adds, a resource it changes): it is reconnected in the handshake era for good instead,
         once the calls in flight on `conn` are answered, so no call of either era is cut off.
         """
-        if not conn.modern or self.config.protocol != "auto":
-            return None
+        if not conn.modern or self.config.protocol != "auto" or conn.makes_tasks:
+            return None  # one that makes tasks would make none in the handshake era: its rounds ask the caller
         link = self.handshake
         if link is not None and link.first is conn:
             return await link.get(self.config.connect_timeout)
