@@ -105,7 +105,7 @@ class Supervisor:
                     self._set_state(up, UpstreamState.STARTING, "starting (a call needs it)")
                 try:
                     if await self._connect_and_serve(up):
-                        continue  # stopped when idle
+                        continue  # stopped when idle, or reconnecting in the handshake era
                     error: UpstreamError = UpstreamUnavailable(up.name, "connection closed")
                 except UpstreamError as exc:
                     error = exc
@@ -119,7 +119,8 @@ class Supervisor:
                 self._publisher.withdraw(up)
 
     async def _connect_and_serve(self, up: Member) -> bool:
-        """One connection's life: connect, list, serve until it ends; True when stopped for being idle.
+        """One connection's life: connect, list, serve until it ends; True when it ended on purpose (stopped for
+        being idle, or to reconnect in the handshake era).
 
         A stdio child waits for a spawn slot, held until its tools are listed; `connect_timeout`
         runs from when it has one.
@@ -193,7 +194,8 @@ class Supervisor:
             raise
 
     async def _serve(self, up: Member, conn: Connection) -> bool:
-        """Re-list on change, ping when quiet, stop when idle (True); raise when the connection is gone."""
+        """Re-list on change, ping when quiet, stop when idle or to reconnect in the handshake era (True); raise
+        when the connection is gone."""
         signals = conn.signals
         pinged = refreshed = anyio.current_time()  # the listing on connect counts as a refresh
         while True:
@@ -211,6 +213,10 @@ class Supervisor:
             if held:  # re-listing re-names the whole fleet: a storm of list_changed is merged into one a second
                 due = min(due, refreshed + REFRESH_INTERVAL)
             await signals.wait(max(0.0, due - now), changes=not held)
+            if signals.lost and up.handshake_only and conn.modern:  # `Member.with_back_channel`: no failure
+                up.connection, up.handshake, up.connected_since = None, None, None  # not counted as a restart
+                self._set_state(up, UpstreamState.STARTING, "reconnecting in the handshake era")
+                return True
             if signals.lost:
                 raise UpstreamUnavailable(up.name, "connection lost (server exited or went away)")
             if signals.changed and anyio.current_time() >= refreshed + REFRESH_INTERVAL:
