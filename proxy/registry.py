@@ -20,18 +20,20 @@ from typing import Any, TypeVar
 import anyio
 import anyio.lowlevel
 from mcp import types
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from mcp_types.methods import SERVER_RESULTS, serialize_server_result
 from pydantic import ValidationError
 
 from proxy.config import ToolOverride
 from proxy.names import BRIDGE_NAMES, NameSource, assign_names, server_toolset
 from proxy.overrides import Preset, overridden_schema, override_findings, preset_of, shown_names
-from proxy.protocol import AppRole, app_role, rewrite_ui_meta
+from proxy.protocol import AppRole, app_role, for_handshake_era, rewrite_ui_meta
 from proxy.text import clean, clean_strings
 
 logger = logging.getLogger(__name__)
 
-# What a tool needs to be passed on: listed once, and in a shape every era accepts. A `Tool` can
+# What a tool needs to be passed on: listed once, and in a shape every era accepts as it is sent there (a
+# handshake-era client gets no output schema its era cannot take: `for_handshake_era`). A `Tool` can
 # parse yet fail the stricter wire shape (`"properties": []`); registered, one such tool made every
 # downstream `tools/list` fail. A name listed twice made routing depend on list order. One version
 # per distinct result model is checked: the handshake-era versions share one.
@@ -44,9 +46,11 @@ Steps = Generator[None, None, T]  # work done a step at a time; its result is th
 
 
 def _wire_valid(tools: list[types.Tool]) -> bool:
-    """Whether every era's `tools/list` result accepts these tools (the result's other fields aside)."""
-    data = {"tools": [tool.model_dump(by_alias=True, exclude_none=True) for tool in tools]}
+    """Whether every era's `tools/list` result accepts these tools as that era is sent them (`for_handshake_era`;
+    the result's other fields aside)."""
     for version in _LIST_VERSIONS:
+        shaped = tools if version in MODERN_PROTOCOL_VERSIONS else for_handshake_era(tools)
+        data = {"tools": [tool.model_dump(by_alias=True, exclude_none=True) for tool in shaped]}
         try:
             serialize_server_result("tools/list", version, data)
         except ValidationError as exc:

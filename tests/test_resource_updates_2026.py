@@ -24,12 +24,14 @@ from inprocess import Inbox
 from mcp import Client, types
 from mcp.types.version import LATEST_HANDSHAKE_VERSION
 from servers import subscribable
+from servers.listen_framing import json_lines
 
 from proxy.app import run_gateway
 from proxy.config import Config, UpstreamConfig
 from proxy.downstream import ChangeNotifier, Handlers, build_server
 from proxy.errors import UpstreamError
 from proxy.upstream import Fleet
+from proxy.upstream.fleet._fleet import SUBSCRIBE_WAIT
 
 pytestmark = pytest.mark.anyio
 
@@ -237,3 +239,26 @@ async def test_a_2026_upstream_over_http_is_asked_for_each_new_set_of_uris(tmp_p
         await update(fleet, "item://2")
         await inbox.receive("item://2")
     assert after["latest"] == ["item://2"] and inbox.uris == ["item://2"]
+
+
+async def test_a_listen_stream_of_json_lines_is_acknowledged_and_carries_updates(tmp_path: Path) -> None:
+    """Its acknowledgement is taken whatever the framing (here one JSON value a line, as `application/json`)."""
+    inbox = Inbox()
+    app = json_lines(subscribable.build_server().streamable_http_app())
+    async with serve_app(app) as base, proxied(tmp_path, "auto", url=f"{base}/mcp") as (fleet, proxy), \
+            Client(proxy, mode="legacy", message_handler=inbox.on_message) as client:
+        with anyio.fail_after(SUBSCRIBE_WAIT - 1):  # acknowledged, not given up on
+            await client.subscribe_resource("item://1")
+        await update(fleet, "item://1")
+        await inbox.receive("item://1")
+    assert inbox.uris == ["item://1"]
+
+
+async def test_a_subscribe_the_upstream_never_acknowledges_is_answered_within_a_few_seconds(tmp_path: Path) -> None:
+    app = json_lines(subscribable.build_server().streamable_http_app(), silent=True)
+    async with serve_app(app) as base, proxied(tmp_path, "auto", url=f"{base}/mcp") as (_, proxy), \
+            Client(proxy, mode="legacy") as client:
+        started = anyio.current_time()
+        with anyio.fail_after(SUBSCRIBE_WAIT + 5):
+            await client.subscribe_resource("item://1")
+    assert anyio.current_time() - started >= SUBSCRIBE_WAIT - 0.5  # it did wait for the acknowledgement

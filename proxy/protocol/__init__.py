@@ -6,7 +6,8 @@ and the `rewrite_ui_*` of results and reads). Lists carry `CacheHint`s, servers 
 (`ServerTraits`, `merge_extensions` of the `CARRIED` ones). The tasks extension's results and requests
 (`CreatedTask`, `TaskState`, `get_task`…) and `HandedOver`, a call whose task went to its caller. A 2026-era
 upstream request carries its caller's declared capabilities (`caller_meta`, `carried`). JSON-RPC is
-framed on stdio pipes by `MessageReader`/`MessageWriter`, for either side.
+framed on stdio pipes by `MessageReader`/`MessageWriter`, for either side. A tool whose output schema only the
+2026 era takes is listed to handshake-era clients without it (`for_handshake_era`).
 """
 
 from proxy.protocol._apps import (
@@ -36,6 +37,7 @@ from proxy.protocol._tasks import (
     get_task,
     update_task,
 )
+from proxy.protocol._tool_eras import for_handshake_era
 
 __all__ = [
     "APP_MIME_TYPE",
@@ -65,6 +67,7 @@ __all__ = [
     "carried",
     "client_extensions",
     "encode",
+    "for_handshake_era",
     "get_task",
     "merge_extensions",
     "open_pipes",

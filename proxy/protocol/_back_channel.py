@@ -33,6 +33,10 @@ class BackChannel(Protocol):
     capabilities: types.ClientCapabilities
     """What the caller declared: a 2026-era upstream request made for it carries that (`caller_meta`)."""
 
+    handshake_era: bool
+    """Whether the caller speaks the handshake era (it is asked over its own session): its requests go to a
+    server that speaks both eras in the handshake era, where the server has a back channel too."""
+
     # `key`: the upstream's name for the request (its `inputRequests` key), kept where the caller is asked in
     # rounds of its own.
     async def sample(self, params: types.CreateMessageRequestParams, key: str | None = None) -> SamplingAnswer: ...

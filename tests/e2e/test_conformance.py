@@ -39,13 +39,7 @@ REVISIONS = ("2025-11-25", "2026-07-28")
 # Scenarios a fixture passes directly that toolbridge still loses: (revision, scenario, the shapes that
 # lose it, why). Each is listed in docs/protocol-2026-07-28.md ("Conformance"); exact: a fix must
 # remove its entry.
-_BACK_CHANNEL = ("mcpserver-in-band",)
-_WHY_ERA = ("protocol: auto speaks 2026-07-28 to it, where its back-channel request fails inside the tool, "
-            "which reports it in its result: toolbridge sees no error to fall back on")
-KNOWN_LOSSES: list[tuple[str, str, tuple[str, ...], str]] = [
-    *[("2025-11-25", name, _BACK_CHANNEL, _WHY_ERA) for name in (
-        "tools-call-sampling", "tools-call-elicitation", "elicitation-sep1034-defaults", "elicitation-sep1330-enums")],
-]
+KNOWN_LOSSES: list[tuple[str, str, tuple[str, ...], str]] = []
 
 pytestmark = pytest.mark.anyio
 
@@ -143,7 +137,7 @@ async def _shape_over_http(shape: str) -> AsyncIterator[str]:
 async def test_nothing_that_passes_directly_fails_through_toolbridge(shape: str, transport: str,
                                                                     tmp_path: Path) -> None:
     """MCPServer's tools sample and elicit over a back channel, which a 2026-07-28 connection lacks:
-    toolbridge must speak the handshake era to it when the caller has a back channel, even when the
+    toolbridge must speak the handshake era to it for a caller that has a back channel, even when the
     tools report the failed request in their result (`--in-band`) rather than as an error."""
     script, flags = SHAPES[shape]
     async with _shape_over_http(shape) as url:
@@ -152,8 +146,8 @@ async def test_nothing_that_passes_directly_fails_through_toolbridge(shape: str,
         runs: dict[str, tuple[dict[str, Any], str]] = {}
 
         async def through_toolbridge(revision: str) -> None:
-            """A toolbridge of its own per set: one set's era switch (NeedsBackChannel) must not race the other's
-            calls here (docs/protocol-2026-07-28.md, Conformance: that race is issue 33's)."""
+            """A toolbridge of its own per set: a stdio upstream that speaks both eras is reconnected in the
+            handshake era for the first handshake-era caller, and the 2026 set is judged on a 2026 connection."""
             config_dir = _fixture_upstream(tmp_path / revision / "config", target)
             async with serve_http(config_dir, free_port()) as base:
                 await _wait_ready(base)

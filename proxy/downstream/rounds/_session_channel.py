@@ -89,6 +89,7 @@ class Relaying:
 
     _waiting = 0
     takes_tasks = False
+    handshake_era = False
 
     async def _relay(self, request: types.InputRequest, key: str | None) -> Any:
         raise NotImplementedError
@@ -142,6 +143,8 @@ class LatestProgress:
 
 class SessionChannel(Relaying):
     """The back channel of one handshake-era downstream request (`BackChannel`)."""
+
+    handshake_era = True
 
     def __init__(self, ctx: RequestContext, level: LevelOf) -> None:
         self.ctx = ctx

@@ -24,6 +24,7 @@ from proxy import __version__
 from proxy.config import UpstreamConfig
 from proxy.errors import HttpResponse, NeedsBackChannel, UpstreamTimeout, UpstreamUnavailable, translate
 from proxy.protocol import (
+    TASKS,
     BackChannel,
     CacheHint,
     ListKind,
@@ -161,6 +162,11 @@ class Connection:
         its last lists' cache hints."""
         extensions = self.client.server_capabilities.extensions or {}
         return ServerTraits({k: v for k, v in extensions.items() if isinstance(v, dict)}, dict(self.hints))
+
+    @property
+    def makes_tasks(self) -> bool:
+        """It declared the tasks extension (2026 era): its long calls become tasks toolbridge waits on."""
+        return TASKS in (self.client.server_capabilities.extensions or {})
 
     @property
     def logs(self) -> bool:

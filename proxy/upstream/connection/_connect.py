@@ -34,7 +34,9 @@ from proxy.protocol import NoticeSink, client_extensions
 from proxy.text import clean
 from proxy.upstream.connection._carried_capabilities import carrying_capabilities
 from proxy.upstream.connection._client import CLIENT_INFO, Connection, Signals, TransportChoice, ignore_notice
+from proxy.upstream.connection._listen_framing import frame_listen_stream
 from proxy.upstream.connection._relay import InFlight, client_callbacks
+from proxy.upstream.connection._result_types import completed_results
 from proxy.upstream.connection._sse import sse_transport
 from proxy.upstream.connection._stdio import stdio_transport
 from proxy.upstream.connection._task_waiting import TasksExtension
@@ -45,8 +47,8 @@ _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 
 
 def _http_client(config: UpstreamConfig, responses: list[HttpResponse], **overrides: Any) -> httpx2.AsyncClient:
-    """Our own httpx2 client: the config's headers, its auth (OAuth), and a record of responses to
-    explain failures."""
+    """Our own httpx2 client: the config's headers, its auth (OAuth), a record of responses to explain
+    failures, and listen streams read whatever their framing (`_listen_framing`)."""
 
     async def record(response: httpx2.Response) -> None:
         responses.append((response.status_code, response.headers.get("content-type", "").lower()))
@@ -54,7 +56,8 @@ def _http_client(config: UpstreamConfig, responses: list[HttpResponse], **overri
 
     options: dict[str, Any] = {"headers": dict(config.headers), "timeout": _HTTP_TIMEOUT}
     options.update({k: v for k, v in overrides.items() if v is not None})
-    return httpx2.AsyncClient(**options, event_hooks={"response": [record]})
+    hooks = [record, frame_listen_stream(config.max_message_bytes)]
+    return httpx2.AsyncClient(**options, event_hooks={"response": hooks})
 
 
 @dataclass(frozen=True)
@@ -69,9 +72,9 @@ class _Hooks:
 async def _enter(stack: AsyncExitStack, transport: Any, hooks: _Hooks) -> Client:
     # log_level opts every request of a 2026-era connection into log messages (each session's own
     # level filters them downstream); a handshake-era connection ignores it.
-    # Each request carries its caller's capabilities (`carrying_capabilities`).
-    client = Client(carrying_capabilities(transport), mode=hooks.mode, message_handler=hooks.signals.on_message,
-                    client_info=CLIENT_INFO, cache=None, log_level="debug",
+    # Each request carries its caller's capabilities (`carrying_capabilities`); each result has a resultType.
+    client = Client(carrying_capabilities(completed_results(transport)), mode=hooks.mode,
+                    message_handler=hooks.signals.on_message, client_info=CLIENT_INFO, cache=None, log_level="debug",
                     extensions=[*client_extensions(), TasksExtension()], **hooks.callbacks)
     await stack.enter_async_context(client)
     if hooks.mode not in ("auto", "legacy"):

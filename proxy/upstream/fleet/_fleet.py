@@ -30,6 +30,7 @@ from proxy.upstream.integrity import ToolGate
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+SUBSCRIBE_WAIT = 5.0  # seconds a subscribe waits at most for the upstream to take the URIs
 
 
 class Fleet:
@@ -159,9 +160,10 @@ class Fleet:
         upstream's sampling, elicitation, roots requests and logs go to `channel`. A lazy or
         stopped server is started (within its `connect_timeout`); a call to a server that is
         restarting waits for it (`restart_wait`). A call that finds the upstream's session gone
-        (it restarted) is retried once after reconnecting, and so is one that failed because a
-        `protocol: auto` server asked its client over a back channel the 2026-07-28 era lacks (the
-        server is reconnected in the handshake era first). A call to a server that needs the
+        (it restarted) is retried once after reconnecting. A handshake-era caller's call to a
+        `protocol: auto` server that speaks both eras goes over a handshake-era connection, where the
+        server has a back channel (`fleet/_handshake_connection`); a 2026-era caller's call that fails
+        there for want of one is retried once over that connection. A call to a server that needs the
         user's consent asks for it through `channel` (a URL elicitation) and goes ahead once the
         server is connected.
 
@@ -178,22 +180,24 @@ class Fleet:
         async with up.in_use():
             if up.state is UpstreamState.NEEDS_AUTH:
                 await self._supervisor.consent_for_call(up, channel)
-            conn = await up.live_connection()
+            conn = await up.connection_for(channel)
             try:
                 return await conn.call_tool(raw_name, arguments, timeout=up.config.timeout,
                                             progress_callback=progress_callback, channel=channel)
             except SessionLost:
                 await up.wait_replaced(conn)
             except NeedsBackChannel:
-                if up.config.protocol != "auto":
+                twin = await up.with_back_channel(conn)
+                if twin is None:
                     raise
-                await up.reconnect_in_handshake_era(conn)
+                return await twin.call_tool(raw_name, arguments, timeout=up.config.timeout,
+                                            progress_callback=progress_callback, channel=channel)
             except UpstreamUnavailable:
                 if up.consent is None or not up.consent.needed:
                     raise
                 # the token went mid-call: refused with a 401, the call never ran
                 await self._supervisor.consent_for_call(up, channel)
-            conn = await up.live_connection()
+            conn = await up.connection_for(channel)
             return await conn.call_tool(raw_name, arguments, timeout=up.config.timeout,
                                         progress_callback=progress_callback, channel=channel)
 
@@ -203,7 +207,8 @@ class Fleet:
         """Run a request other than a tool call (read, get, complete, subscribe, set level) on `server`.
 
         It waits for a starting or restarting server as a tool call does, bounded the same way: a server listed
-        from its cached catalog (an MCP App's `ui://` resource with it) is still connecting at first.
+        from its cached catalog (an MCP App's `ui://` resource with it) is still connecting at first. A
+        handshake-era caller's request goes where its tool calls go.
 
         Raises:
             UpstreamUnavailable: the server is not connected after that wait, or died meanwhile.
@@ -214,7 +219,7 @@ class Fleet:
         if up is None:
             raise UpstreamUnavailable(server, "no such upstream")
         async with up.in_use():
-            conn = await up.live_connection()
+            conn = await up.connection_for(channel)
             with anyio.move_on_after(up.config.timeout):
                 return await conn.request(what, operation, channel)
         raise UpstreamTimeout(server, f"{what} gave no answer within {up.config.timeout:g} s; cancelled")
@@ -222,8 +227,9 @@ class Fleet:
     async def subscribe(self, server: str, uris: Sequence[str]) -> None:
         """Ask `server` for updates of `uris` from now on, through every reconnect (see `connection/_subscribed`).
 
-        Returns once the live connection asked for them (within the server's `timeout`), so an update right after
-        the caller's acknowledgment reaches it; a server that is down is asked when it is back.
+        Returns once the live connection asked for them, so an update right after the caller's acknowledgment
+        reaches it, or after `SUBSCRIBE_WAIT` at most (a server slow to take them must not hold up the caller's
+        acknowledgment); a server that is down is asked when it is back.
         """
         up = self._servers.get(server)
         if up is None:
@@ -231,7 +237,7 @@ class Fleet:
         up.subscribed.add(uris)
         if up.state is not UpstreamState.READY:
             return
-        with anyio.move_on_after(up.config.timeout):
+        with anyio.move_on_after(min(up.config.timeout, SUBSCRIBE_WAIT)):
             await up.subscribed.wait_applied(up.subscribed.generation)
 
     def unsubscribe(self, server: str, uri: str) -> None:

@@ -17,7 +17,9 @@ import anyio
 
 from proxy.config import UpstreamConfig
 from proxy.errors import UpstreamUnavailable
+from proxy.protocol import BackChannel
 from proxy.upstream.connection import Connection, SubscribedUris, TransportChoice
+from proxy.upstream.fleet._handshake_connection import HandshakeConnection
 from proxy.upstream.oauth import Consent
 
 logger = logging.getLogger(__name__)
@@ -35,6 +37,7 @@ class UpstreamState(enum.Enum):
 
 
 STARTABLE = (UpstreamState.LAZY, UpstreamState.STOPPED)
+_DRAIN_POLL = 0.05  # seconds between two looks at a connection's calls in flight, before it is closed
 _WAKING = (*STARTABLE, UpstreamState.STARTING)  # what a call waits through before it can be sent
 
 
@@ -60,8 +63,9 @@ class Member:
     reason: str = "starting"
     last_error: str | None = None
     transport: TransportChoice = "auto"
-    handshake_only: bool = False  # a `protocol: auto` server seen asking its client over a back channel
+    handshake_only: bool = False  # a stdio `protocol: auto` server a handshake-era caller needed: in that era now
     connection: Connection | None = None
+    handshake: HandshakeConnection | None = None  # an HTTP `protocol: auto` 2026-era connection's handshake-era twin
     tool_count: int = 0
     failures: int = 0
     settled: bool = False  # registered (live or from the cache) or failed once
@@ -162,16 +166,53 @@ class Member:
             return self.config.client_mode
         return "legacy" if self.handshake_only else auto
 
-    async def reconnect_in_handshake_era(self, conn: Connection) -> None:
-        """A server that asks its client mid-call the handshake-era way (SDK context helpers) but accepted
-        2026-07-28 has tools that fail in that era: speak the handshake era to it from now on, and wait for
-        the new connection. The failed call never got its answer; the caller sends it again there."""
+    async def connection_for(self, channel: BackChannel | None) -> Connection:
+        """The connection for a request with this back channel: a handshake-era caller's reaches a `protocol: auto`
+        server that speaks both eras in the handshake era, where the server has a back channel too (see
+        `with_back_channel`); any other request goes to `connection`.
+
+        Raises:
+            UpstreamUnavailable: as `live_connection`.
+        """
+        if self.handshake_only:  # switching eras: no new request on the old connection, a wait as long as a start's
+            with anyio.move_on_after(self.config.connect_timeout):
+                while self.state is not UpstreamState.PARKED and not (
+                    self.state is UpstreamState.READY and self.connection is not None and not self.connection.modern
+                ):
+                    await self.state_changed.wait()
+        conn = await self.live_connection()
+        if channel is not None and channel.handshake_era:
+            return await self.with_back_channel(conn) or conn
+        return conn
+
+    async def with_back_channel(self, conn: Connection) -> Connection | None:
+        """A handshake-era connection instead of the 2026-era `conn`; None when there is none (`protocol` is
+        pinned, `conn` is handshake-era already, or the server does not speak that era) or the server declared
+        the tasks extension, a 2026-only feature a caller of either era gets from it only there.
+
+        Over HTTP it is a second session beside `conn` (`_handshake_connection`), which the server's one process
+        serves alike. A stdio server is a process per connection, whose state a second one would not share
+        (a tool a call adds, a resource it changes): it is reconnected in the handshake era for good instead,
+        once the calls in flight on `conn` are answered, so no call of either era is cut off.
+        """
+        if not conn.modern or self.config.protocol != "auto" or conn.makes_tasks:
+            return None  # one that makes tasks would make none in the handshake era: its rounds ask the caller
+        link = self.handshake
+        if link is not None and link.first is conn:
+            return await link.get(self.config.connect_timeout)
+        if not self.config.is_stdio:
+            return None
         if not self.handshake_only:
-            logger.warning("server %s asks its client over a back channel during calls, which the 2026-07-28 "
-                           "era does not have: reconnecting it in the handshake era", self.name)
+            logger.info("server %s: a handshake-era caller needs its back channel: reconnecting it in the "
+                        "handshake era once its calls in flight are answered", self.name)
             self.handshake_only = True
+            with anyio.move_on_after(self.config.timeout):
+                while conn.calls_in_flight:
+                    await anyio.sleep(_DRAIN_POLL)
             conn.signals.mark_lost()
         await self.wait_replaced(conn)
+        replaced = self.connection
+        return replaced if replaced is not None and replaced is not conn and self.state is UpstreamState.READY else None
 
     async def wait_replaced(self, old: Connection) -> None:
         """Wait (within connect_timeout) for the supervisor to bring up a new connection."""

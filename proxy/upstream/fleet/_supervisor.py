@@ -14,8 +14,10 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager
 
 import anyio
+import httpx2
 
 from proxy.errors import (
     UpstreamError,
@@ -29,6 +31,7 @@ from proxy.protocol import BackChannel, NoticeSink
 from proxy.upstream.connection import Connection, connect, keep_subscribed
 from proxy.upstream.fleet._availability import Availability
 from proxy.upstream.fleet._backoff import next_delay
+from proxy.upstream.fleet._handshake_connection import HandshakeConnection
 from proxy.upstream.fleet._member import STARTABLE, Member, UpstreamState
 from proxy.upstream.fleet._publisher import Publisher, ToolSink
 from proxy.upstream.fleet._settings import FleetSettings
@@ -103,7 +106,7 @@ class Supervisor:
                     self._set_state(up, UpstreamState.STARTING, "starting (a call needs it)")
                 try:
                     if await self._connect_and_serve(up):
-                        continue  # stopped when idle
+                        continue  # stopped when idle, or reconnecting in the handshake era
                     error: UpstreamError = UpstreamUnavailable(up.name, "connection closed")
                 except UpstreamError as exc:
                     error = exc
@@ -112,12 +115,13 @@ class Supervisor:
                     error = UpstreamError(up.name, describe(exc))
                 await self._after_failure(up, error)
         finally:
-            up.connection = None
+            up.connection = up.handshake = None
             if self._members.get(up.name, up) is up:  # a restarted server's successor keeps its tools
                 self._publisher.withdraw(up)
 
     async def _connect_and_serve(self, up: Member) -> bool:
-        """One connection's life: connect, list, serve until it ends; True when stopped for being idle.
+        """One connection's life: connect, list, serve until it ends; True when it ended on purpose (stopped for
+        being idle, or to reconnect in the handshake era).
 
         A stdio child waits for a spawn slot, held until its tools are listed; `connect_timeout`
         runs from when it has one.
@@ -130,6 +134,7 @@ class Supervisor:
         slot = self._spawn if config.is_stdio else None
         if slot is not None:
             await slot.acquire()
+        opened = False
         try:
             started = anyio.current_time()
             with anyio.CancelScope(deadline=started + config.connect_timeout) as scope:
@@ -142,9 +147,13 @@ class Supervisor:
                     tg.start_soon(keep_subscribed, conn, up.subscribed)
                     await self._publisher.refresh(up, conn)
                     scope.deadline = math.inf
+                    opened = True
                     if slot is not None:
                         slot.release()
                         slot = None
+                    up.handshake = self._handshake_twin(up, conn, auth)
+                    if up.handshake is not None:
+                        tg.start_soon(up.handshake.run)
                     up.connection, up.transport = conn, conn.transport  # pins an SSE fallback
                     up.restarts += up.connected_since is not None
                     up.connected_since = time.time()
@@ -154,7 +163,23 @@ class Supervisor:
         finally:
             if slot is not None:
                 slot.release()
+            if not opened and up.handshake_only:
+                logger.warning("server %s: it did not connect in the handshake era; back to 2026-07-28", up.name)
+                up.handshake_only = False
         raise UpstreamTimeout(up.name, f"no answer within connect_timeout ({config.connect_timeout:g} s)")
+
+    def _handshake_twin(self, up: Member, conn: Connection, auth: httpx2.Auth | None) -> HandshakeConnection | None:
+        """The handshake-era connection a `protocol: auto` HTTP server connected in the 2026 era gets when a
+        handshake-era caller first needs it (`fleet/_handshake_connection`)."""
+        if up.config.protocol != "auto" or not conn.modern or up.config.is_stdio:  # stdio: see `with_back_channel`
+            return None
+
+        def open_connection() -> AbstractAsyncContextManager[Connection]:
+            return connect(up.config, config_dir=self._settings.config_dir, log_dir=self._settings.log_dir,
+                           transport=conn.transport, mode="legacy", notices=self._notices, auth=auth)
+
+        return HandshakeConnection(conn, open_connection, keepalive=self._settings.keepalive,
+                                   keepalive_timeout=self._settings.keepalive_timeout)
 
     async def _run_connected(self, up: Member, conn: Connection) -> bool:
         try:
@@ -163,21 +188,22 @@ class Supervisor:
             self._settle(up)
             return await self._serve(up, conn)
         except anyio.get_cancelled_exc_class():
-            up.connection = None  # the fleet is stopping: nothing to report or retry
+            up.connection = up.handshake = None  # the fleet is stopping: nothing to report or retry
             raise
         except Exception:
             self._drop(up)
             raise
 
     async def _serve(self, up: Member, conn: Connection) -> bool:
-        """Re-list on change, ping when quiet, stop when idle (True); raise when the connection is gone."""
+        """Re-list on change, ping when quiet, stop when idle or to reconnect in the handshake era (True); raise
+        when the connection is gone."""
         signals = conn.signals
         pinged = refreshed = anyio.current_time()  # the listing on connect counts as a refresh
         while True:
             now = anyio.current_time()
             limit = up.idle_limit
             if limit is not None and up.pending == 0 and now - up.last_used >= limit:
-                up.connection, up.used = None, False
+                up.connection, up.handshake, up.used = None, None, False
                 self._set_state(up, UpstreamState.STOPPED, "stopped (idle); the next call starts it"
                                 if limit else "catalog cached; the first call starts it")
                 return True
@@ -188,6 +214,10 @@ class Supervisor:
             if held:  # re-listing re-names the whole fleet: a storm of list_changed is merged into one a second
                 due = min(due, refreshed + REFRESH_INTERVAL)
             await signals.wait(max(0.0, due - now), changes=not held)
+            if signals.lost and up.handshake_only and conn.modern:  # `Member.with_back_channel`: no failure
+                up.connection, up.handshake, up.connected_since = None, None, None  # not counted as a restart
+                self._set_state(up, UpstreamState.STARTING, "reconnecting in the handshake era")
+                return True
             if signals.lost:
                 raise UpstreamUnavailable(up.name, "connection lost (server exited or went away)")
             if signals.changed and anyio.current_time() >= refreshed + REFRESH_INTERVAL:
@@ -203,7 +233,7 @@ class Supervisor:
         It was up, so the server can start: its backoff starts over, and a server killed now and
         then is restarted within a call's `restart_wait` instead of drifting towards parking.
         """
-        up.connection = None
+        up.connection = up.handshake = None
         up.failures = 0
         if up.state is UpstreamState.READY:
             self._set_state(up, UpstreamState.BACKOFF, "connection closed")
