@@ -271,7 +271,7 @@ def test_array_scoring_matches_reference_on_real_fleet() -> None:
     if not (root / "real-fleet.json").exists():
         pytest.skip(f"catalogs not found at {root} (set TOOLBRIDGE_CATALOGS, or restore bench/catalogs)")
     servers = load_catalog(root / "real-fleet.json")
-    index = SearchIndex(dataclasses.replace(search.RANKING, generic=0.0))  # the reference is BM25F and its boost
+    index = SearchIndex()
     for server, docs in servers.items():
         index.set_server(server, docs)
     for server in list(servers)[::3]:  # updates reuse freed document ids in another order
@@ -299,7 +299,7 @@ def test_a_word_repeated_past_255_times_in_a_field_counts_in_full() -> None:
     index.set_server("s", docs)
     terms = index._query_terms("spam")
     expected = _Reference({"s": docs}).scores(terms, None)
-    scores = index._score(terms, None, None)
+    scores = index._score(terms, None)
     assert {name: scores[index._entries[name].doc_id] for name in expected} == expected
     assert expected["s__a"] != expected["s__b"]
 

@@ -1,19 +1,20 @@
 """Requests that describe content rather than name an action (issue 30): "find articles about space exploration"
 must reach the web-search tools, not the tool whose name is the request's generic verb (`mongodb__find`).
 
-A unit test of the mechanism on a small hand-made fleet, not a measure of ranking quality: the decision sets are
-public (docs/search.md). The fleet has a web-search server beside servers whose tool names share the generic
-verbs (find, search, get, list, create) that content requests start with, as a real fleet's do.
+A unit test on a small hand-made fleet, not a measure of ranking quality: the decision sets are public
+(docs/search.md). The fleet has a web-search server beside servers whose tool names share the generic verbs
+(find, search, get, list, create) that content requests start with, as a real fleet's do. Some content requests
+are a known limitation (strict xfail): weighing a name word by how many servers' tool names share it moved them
+(commit 8bb9221) but lowered a public set, so it was not adopted.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
 
-from proxy.search import RANKING, SearchDoc, SearchIndex, doc_from_tool
+from proxy.search import SearchDoc, SearchIndex, doc_from_tool
 
 
 def tool(name: str, description: str, /, **params: str | list[str]) -> dict[str, Any]:
@@ -118,15 +119,18 @@ WEB = {"websearch__web_search"}
 
 # Requests describing what they want found; each is answered by the web search.
 CONTENT = [
-    "Find articles about space exploration",
-    "Find articles about the history of jazz",
-    "Create a list of articles about volcanoes",
     "Get articles on quantum computing",
     "List articles about electric cars in Norway",
     "Find web pages about the Mars rover",
 ]
-# Porter's stemmer makes "news" "new", which every "Create a new ..." description has; Porter2's exception for it
-# lowered LiveMCPBench (docs/search.md), so this one still ranks `mongodb__find` first.
+# The same kind of request, where the tool named by its verb still comes first.
+MISSED = [
+    "Find articles about space exploration",
+    "Find articles about the history of jazz",
+    "Create a list of articles about volcanoes",
+]
+# Porter's stemmer also makes "news" "new", which every "Create a new ..." description has; Porter2's exception for
+# it lowered LiveMCPBench (docs/search.md).
 NEWS = "Find the latest news about the global economy in Germany"
 
 # Requests naming an action and its object: the generic verb is what tells the right tool; they must stay first.
@@ -159,7 +163,10 @@ def fleet() -> SearchIndex:
     return index
 
 
-@pytest.mark.parametrize("request_text", CONTENT)
+@pytest.mark.parametrize(
+    "request_text",
+    [*CONTENT, *(pytest.param(text, marks=pytest.mark.xfail(strict=True, reason="issue 30")) for text in MISSED)],
+)
 def test_a_request_describing_content_ranks_web_search_above_tools_sharing_only_its_verb(
     fleet: SearchIndex, request_text: str
 ) -> None:
@@ -172,32 +179,8 @@ def test_a_request_for_news_ranks_web_search_first(fleet: SearchIndex) -> None:
     assert fleet.search(NEWS, limit=10)[0] in WEB
 
 
-def test_without_the_spread_of_name_words_a_generic_verb_wins(fleet: SearchIndex) -> None:
-    """The mechanism is what moves these requests: weighing every name word alike, a tool named by the request's
-    verb (`mongodb__find`, `filesystem__create_directory`) is first."""
-    fleet.retune(dataclasses.replace(RANKING, generic=0.0))
-    try:
-        assert [fleet.search(text, limit=10)[0] in WEB for text in CONTENT[:3]] == [False] * 3
-    finally:
-        fleet.retune(RANKING)
-
-
 @pytest.mark.parametrize(("request_text", "gold"), KEYWORD.items())
 def test_a_request_naming_action_and_object_keeps_the_tool_named_so_first(
     fleet: SearchIndex, request_text: str, gold: str
 ) -> None:
     assert fleet.search(request_text, limit=10)[0] == gold
-
-
-def test_the_spread_of_a_name_word_follows_servers_coming_and_going(fleet: SearchIndex) -> None:
-    """A server's removal and return leave every word's spread, and so every ranking, as a fresh build's."""
-    index = SearchIndex()
-    for server in FLEET:
-        index.set_server(server, server_docs(server))
-    index.remove_server("excel")
-    index.remove_server("calendar")
-    assert index._told(index._query_terms("find cells")) != fleet._told(fleet._query_terms("find cells"))
-    index.set_server("excel", server_docs("excel"))
-    index.set_server("calendar", server_docs("calendar"))
-    assert index._name_spread == fleet._name_spread
-    assert [index.search(text, limit=10) for text in CONTENT] == [fleet.search(text, limit=10) for text in CONTENT]

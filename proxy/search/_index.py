@@ -31,9 +31,7 @@ class Ranking:
     `b` are per field of FIELDS. `clause_balance` applies only to the fused ranking's lexical leg (`scored`).
     The values a request names (`split_values`) count apart from its words: a path's or an e-mail address's words
     at `literals` (the words saying what kind of file it is at 1: "xlsx" says Excel), a URL's at 1, quoted
-    text's at `quoted`, and the kind of a URL or path ("url", "file") as a query term at `value_kinds`.
-    A name word many servers' tool names share (find, get, list) is weak evidence where it is all a tool's name
-    shares with a request: its name match counts `tells ** generic` (`_told`)."""
+    text's at `quoted`, and the kind of a URL or path ("url", "file") as a query term at `value_kinds`."""
 
     weights: tuple[float, ...] = (3.0, 2.0, 3.0, 1.0, 1.0, 0.25)
     b: tuple[float, ...] = (0.3, 0.0, 0.5, 0.75, 0.5, 0.75)
@@ -44,7 +42,6 @@ class Ranking:
     literals: float = 0.0
     quoted: float = 0.5
     value_kinds: float = 0.25
-    generic: float = 2.0
 
 
 RANKING = Ranking()
@@ -52,7 +49,6 @@ PREFIX_MIN = 4
 VALUE_KIND_TERMS = frozenset({"url", "file"})  # an e-mail address or a quoted text says nothing of the tool
 COVERAGE_WORDS = 6
 BALANCE_MIN_WORDS = 6  # content words a request needs before its clauses are balanced
-GUESS_WEIGHT = 0.5  # query terms weighing less (synonyms, value kinds, prefix completions) are guesses
 
 
 @dataclass(slots=True)
@@ -77,8 +73,6 @@ class SearchIndex:
         self._entries: dict[str, _Entry] = {}
         self._docs = postings.DocIds(len(FIELDS))
         self._postings: dict[str, int] = {}  # term -> how many servers have it
-        self._name_words: dict[str, frozenset[str]] = {}  # server -> the terms of its tool names
-        self._name_spread: dict[str, int] = defaultdict(int)  # term -> how many servers have it in a tool name
         self._blocks: dict[str, postings.Block] = {}  # server -> its postings
         self._term_ids: dict[str, int] = {}  # every term ever seen, for the blocks' compact keys
         self._terms: list[str] = []
@@ -144,9 +138,6 @@ class SearchIndex:
             self._arrays.discard(term)
         self._blocks[server] = postings.Block(rows, len(FIELDS))
         self._servers[server] = names
-        self._name_words[server] = frozenset(t for name in names for t in self._entries[name].name_terms)
-        for term in self._name_words[server]:
-            self._name_spread[term] += 1
 
     def _term_id(self, term: str) -> int:
         term_id = self._term_ids.get(term)
@@ -158,10 +149,6 @@ class SearchIndex:
     def remove_server(self, server: str) -> None:
         """Drop one server's tools from the index."""
         block = self._blocks.pop(server, None)
-        for term in self._name_words.pop(server, ()):
-            self._name_spread[term] -= 1
-            if not self._name_spread[term]:
-                del self._name_spread[term]
         for term_id in block.term_ids.tolist() if block is not None else ():
             term = self._terms[term_id]
             self._arrays.discard(term)
@@ -221,11 +208,10 @@ class SearchIndex:
     ) -> list[tuple[str, float]]:
         if limit <= 0 or not self._entries:
             return []
-        named = self._name_tells(terms)
-        scores = self._score(terms, scope, named)
+        scores = self._score(terms, scope)
         for name in exact:
             scores[self._entries[name].doc_id] = 0.0
-        return sorted(self._cover(scores, terms, limit, named).items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+        return sorted(self._cover(scores, terms, limit).items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
 
     def exact(self, query: str, scope: Collection[str] | None = None) -> list[str]:
         """Tools named exactly by the whole query (qualified or raw name), in name order: they rank first."""
@@ -296,37 +282,23 @@ class SearchIndex:
                         out[term] = max(out.get(term, 0.0), self.ranking.synonyms / len(member))
         return out
 
-    def _joined(self, term: str) -> postings.Chunk:
-        """A term's postings over every server, joined on first use after a change."""
-        arrays = self._arrays.get(term)
-        if arrays is None:
-            term_id = self._term_ids[term]
-            parts = [chunk for block in self._blocks.values() if (chunk := block.get(term_id)) is not None]
-            arrays = postings.joined(parts)
-            self._arrays.put(term, arrays)
-        return arrays
-
-    def _impacts(self, term: str, *, name: bool = True) -> tuple[postings.Ids, postings.Floats]:
-        """A term's document ids and saturated BM25F tf per document (without its name field's part if not
-        `name`), cached until the index next changes."""
-        key = term if name else "\0" + term
-        cached = self._impacts_cache.get(key)
+    def _impacts(self, term: str) -> tuple[postings.Ids, postings.Floats]:
+        """A term's document ids and saturated BM25F tf per document, cached until the index next changes."""
+        cached = self._impacts_cache.get(term)
         if cached is None:
-            ids, tfs = self._joined(term)
-            factors = self._doc_factors()
-            if not name:
-                factors = factors.copy()
-                factors[:, 0] = 0.0
-            cached = (ids, postings.impacts(ids, tfs, factors, self.ranking.k1))
-            self._impacts_cache.put(key, cached)
+            arrays = self._arrays.get(term)
+            if arrays is None:
+                term_id = self._term_ids[term]
+                parts = [chunk for block in self._blocks.values() if (chunk := block.get(term_id)) is not None]
+                arrays = postings.joined(parts)
+                self._arrays.put(term, arrays)
+            ids, tfs = arrays
+            cached = (ids, postings.impacts(ids, tfs, self._doc_factors(), self.ranking.k1))
+            self._impacts_cache.put(term, cached)
         return cached
 
-    def _score(
-        self, terms: dict[str, float], scope: Collection[str] | None, named: postings.Floats | None
-    ) -> postings.Floats:
-        """BM25F score per document id (zero for documents out of scope or sharing no query term); with `named`
-        (`_name_tells`), the name field's part of a generic word's match weighs `tells`, unless the tool's
-        name shares a more telling word with the request."""
+    def _score(self, terms: dict[str, float], scope: Collection[str] | None) -> postings.Floats:
+        """BM25F score per document id (zero for documents out of scope or sharing no query term)."""
         n_docs = len(self._entries)
         plan = []
         for term, qtf in terms.items():
@@ -336,43 +308,9 @@ class SearchIndex:
                 idf = qtf * math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
                 plan.append((idf, ids, impacts))
         scores = postings.accumulate(plan, self._docs.capacity)
-        for term, tells in self._told(terms).items() if named is not None else ():
-            if tells < 1.0:
-                ids, impacts = self._impacts(term)
-                _, without_name = self._impacts(term, name=False)
-                df = len(ids)
-                idf = terms[term] * math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
-                scores[ids] -= idf * (impacts - without_name) * (1.0 - np.maximum(named[ids], tells))
-        scores[scores < 1e-12] = 0.0  # what the subtraction leaves of a document sharing nothing else
         if scope is not None:
             scores *= self._scope_mask(scope)
         return scores
-
-    def _told(self, terms: dict[str, float]) -> dict[str, float]:
-        """How much each query term (guesses aside) tells as evidence for a tool whose name has it.
-        A word in the tool names of s of S servers tells `min(1, log(1 + S / s) / log(1 + sqrt S)) ** generic`:
-        1 up to sqrt S servers, less the more servers share it (on the real fleet's 23: find and read in 6,
-        0.80; search in 11, 0.41; get, list and create in 13, 0.34). A word no tool name has tells 1."""
-        servers = len(self._blocks)
-        out = {}
-        for term, weight in terms.items():
-            if weight >= GUESS_WEIGHT and term in self._postings:
-                spread = self._name_spread.get(term, 0)
-                tells = min(1.0, math.log(1 + servers / spread) / math.log(1 + math.sqrt(servers))) if spread else 1.0
-                out[term] = tells**self.ranking.generic
-        return out
-
-    def _name_tells(self, terms: dict[str, float]) -> postings.Floats | None:
-        """Per document, how much the most telling query word its name has tells (0: none); None when the
-        ranking weighs every name word alike (`generic` 0)."""
-        if not self.ranking.generic:
-            return None
-        named = np.zeros(self._docs.capacity)
-        for term, tells in self._told(terms).items():
-            ids, tfs = self._joined(term)
-            hit = ids[tfs[:, 0] > 0]
-            named[hit] = np.maximum(named[hit], tells)
-        return named
 
     def _scope_mask(self, scope: Collection[str]) -> npt.NDArray[np.bool_]:
         """The scope as a document mask; a frozenset's (a session view's) is kept until the index changes."""
@@ -387,20 +325,15 @@ class SearchIndex:
             self._masks[id(scope)] = (scope, mask)
         return mask
 
-    def _cover(
-        self, scores: postings.Floats, terms: dict[str, float], limit: int, named: postings.Floats | None
-    ) -> dict[str, float]:
+    def _cover(self, scores: postings.Floats, terms: dict[str, float], limit: int) -> dict[str, float]:
         """Boost tools whose name the query covers (synonyms count at their weight), less so for long
-        requests, which cover some name by chance, and by how much its most telling name word tells (`named`).
-        Only tools that can still reach the top `limit` are kept."""
+        requests, which cover some name by chance. Only tools that can still reach the top `limit` are kept."""
         weight = self.ranking.name_coverage * min(1.0, COVERAGE_WORDS / max(1, sum(w >= 1 for w in terms.values())))
         names = self._docs.names
 
         def boost(doc_id: int, score: float) -> float:
             name_terms = self._entries[names[doc_id]].name_terms
             covered = sum(min(1.0, terms.get(t, 0.0)) for t in name_terms) / max(len(name_terms), 1)
-            if named is not None and named[doc_id] > 0:
-                covered *= named[doc_id]
             return score * (1 + weight * covered)
 
         return {names[i]: s for i, s in postings.top_boosted(scores, limit, 1 + weight, boost).items()}
