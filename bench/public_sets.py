@@ -1,4 +1,4 @@
-"""Public tool-retrieval sets for `bench.search_eval`, rebuilt from the Berkeley Function-Calling Leaderboard.
+"""Public tool-retrieval sets for `bench.search_eval`: the Berkeley Function-Calling Leaderboard, and MetaTool.
 
 BFCL (Apache-2.0) ships its questions, function documents and answers in the `bfcl-eval` package on PyPI.
 Each of its entries is a user request, the functions offered with it and the call(s) that answer it. Pooling
@@ -12,11 +12,22 @@ function name differently, its first definition is kept.
 The functions first offered together in one entry (a user's API, a themed set) make one server, labelled
 `bfcl-` and consonants (`bfcl-bcd`: no word a request could contain). The data is downloaded, never committed: this
 script writes `.bench-data/bfcl/{ast,live}/{catalog,queries}.json` (ignored by git).
-Run: .venv/bin/python -m bench.public_sets
+
+MetaTool (MIT, the GitHub repository HowieHwong/MetaTool at commit 35e81bb, not on any package registry) asks
+which of 199 tools (ChatGPT plugins and merged groups of them, a description each, no parameters) a request
+needs: requests that describe what they want rather than name an action ("Can you find a gif of a sunset on the
+beach?"). Given a git checkout of it (`--metatool DIR`), this script writes `.bench-data/metatool/`:
+`single` (a fixed tenth of its 20,614 single-tool requests, chosen by a hash of the request) and `multi` (its
+497 two-tool requests). Each tool is a server of its own (`metatool-` and consonants), as a plugin is.
+Run: .venv/bin/python -m bench.public_sets [--metatool DIR]
 """
 
 from __future__ import annotations
 
+import argparse
+import csv
+import hashlib
+import io
 import json
 import subprocess
 import sys
@@ -60,9 +71,9 @@ def _tool(function: dict) -> dict:
 CONSONANTS = "bcdfghjklmnpqrstvwxz"
 
 
-def _label(n: int) -> str:
-    """`bfcl-` and three consonants from `n` (8,000 labels)."""
-    return "bfcl-" + "".join(CONSONANTS[n // len(CONSONANTS) ** i % len(CONSONANTS)] for i in (2, 1, 0))
+def _label(n: int, prefix: str = "bfcl-") -> str:
+    """`prefix` and three consonants from `n` (8,000 labels)."""
+    return prefix + "".join(CONSONANTS[n // len(CONSONANTS) ** i % len(CONSONANTS)] for i in (2, 1, 0))
 
 
 def build(categories: tuple[str, ...], archive: zipfile.ZipFile) -> tuple[dict, list[dict]]:
@@ -88,17 +99,58 @@ def build(categories: tuple[str, ...], archive: zipfile.ZipFile) -> tuple[dict, 
     return catalog, queries
 
 
+METATOOL_COMMIT = "35e81bb7576826e980c80fed8f8c0a2b4a1e6fbb"
+METATOOL_SHARE = 10  # one single-tool request in this many is kept
+
+
+def _git_file(checkout: Path, path: str) -> str:
+    """A file of the pinned MetaTool commit, whatever the checkout's work tree holds."""
+    return subprocess.run(["git", "-C", str(checkout), "show", f"{METATOOL_COMMIT}:{path}"], capture_output=True,
+                          text=True, check=True).stdout
+
+
+def metatool(checkout: Path) -> dict[str, tuple[dict, list[dict]]]:
+    """MetaTool's catalog (a merged tool's description first, else its plugin's) and its two query sets."""
+    described = json.loads(_git_file(checkout, "dataset/plugin_des.json"))
+    described |= json.loads(_git_file(checkout, "dataset/big_tool_des.json"))
+    rows = list(csv.DictReader(io.StringIO(_git_file(checkout, "dataset/data/all_clean_data.csv"))))
+    multi = json.loads(_git_file(checkout, "dataset/data/multi_tool_query_golden.json"))
+    names = sorted({r["Tool"] for r in rows} | {t for q in multi for t in q["tool"]})
+    servers = {name: _label(i, "metatool-") for i, name in enumerate(names)}
+    catalog = {"servers": {servers[name]: {"source": f"github:HowieHwong/MetaTool@{METATOOL_COMMIT[:7]}", "tools": [
+        {"name": name, "description": described[name], "inputSchema": {"type": "object", "properties": {}}}]}
+        for name in names}}
+    gold = qualify_all(servers)
+    single = [{"id": f"single-{i}", "query": r["Query"], "gold": [gold[r["Tool"]]]} for i, r in enumerate(rows)
+              if int(hashlib.sha256(r["Query"].encode()).hexdigest(), 16) % METATOOL_SHARE == 0]
+    pairs = [{"id": f"multi-{i}", "query": q["query"], "gold": sorted(gold[t] for t in set(q["tool"]))}
+             for i, q in enumerate(multi)]
+    return {"single": (catalog, single), "multi": (catalog, pairs)}
+
+
+def qualify_all(servers: dict[str, str]) -> dict[str, str]:
+    """Tool name -> its qualified name on its own server."""
+    return {name: qualify_names(server, [name])[name] for name, server in servers.items()}
+
+
+def write(out: Path, label: str, catalog: dict, queries: list[dict]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "catalog.json").write_text(json.dumps(catalog))
+    (out / "queries.json").write_text(json.dumps(queries, indent=0))
+    tools = sum(len(s["tools"]) for s in catalog["servers"].values())
+    print(f"{label}: {len(queries)} queries over {tools} tools on {len(catalog['servers'])} servers -> {out}")
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--metatool", type=Path, help=f"a git checkout of HowieHwong/MetaTool with {METATOOL_COMMIT}")
+    args = parser.parse_args()
     with zipfile.ZipFile(wheel()) as archive:
         for name, categories in SETS.items():
-            catalog, queries = build(categories, archive)
-            out = OUT / name
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "catalog.json").write_text(json.dumps(catalog))
-            (out / "queries.json").write_text(json.dumps(queries, indent=0))
-            tools = sum(len(s["tools"]) for s in catalog["servers"].values())
-            servers = len(catalog["servers"])
-            print(f"bfcl/{name}: {len(queries)} queries over {tools} tools on {servers} servers -> {out}")
+            write(OUT / name, f"bfcl/{name}", *build(categories, archive))
+    if args.metatool:
+        for name, (catalog, queries) in metatool(args.metatool).items():
+            write(ROOT / "metatool" / name, f"metatool/{name}", catalog, queries)
 
 
 if __name__ == "__main__":

@@ -54,11 +54,12 @@ DATASETS = {
     "values/tune": ("real-fleet.json", f"{VALUES_QUERIES}#tune"),
     "values/lockbox": ("real-fleet.json", f"{VALUES_QUERIES}#lockbox"),
 }
-# Public sets rebuilt by `bench.public_sets` from a named package (never committed); held out: never tuned on.
-PUBLIC_SETS = REPO_ROOT / ".bench-data" / "bfcl"
-if PUBLIC_SETS.is_dir():
-    DATASETS |= {f"bfcl/{name}": (str(PUBLIC_SETS / name / "catalog.json"), str(PUBLIC_SETS / name / "queries.json"))
-                 for name in ("ast", "live")}
+# Public sets rebuilt by `bench.public_sets` from named public snapshots (never committed); held out: never tuned on.
+PUBLIC_SETS = REPO_ROOT / ".bench-data"
+DATASETS |= {f"{source}/{name}": (str(PUBLIC_SETS / source / name / "catalog.json"),
+                                  str(PUBLIC_SETS / source / name / "queries.json"))
+             for source, names in (("bfcl", ("ast", "live")), ("metatool", ("single", "multi")))
+             for name in names if (PUBLIC_SETS / source / name).is_dir()}
 # What parameters are fitted on; LiveMCPBench never is.
 TUNING = ("real-fleet/dev", "real-fleet/args", "real-fleet/tasks")
 FASTMCP_PYTHON = REPO_ROOT / ".search-bench-venv" / "bin" / "python"  # bench/setup_search.sh

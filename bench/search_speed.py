@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import resource
 import statistics
 import time
 from collections.abc import Callable
@@ -89,6 +90,11 @@ def rss_mb() -> float:
     return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def peak_rss_mb() -> float:
+    """This process's largest resident memory so far (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
+
+
 def report_hybrid(root: Path, target: int, cache: Path) -> None:
     servers = replicate_tools(load_servers(root / "real-fleet.json"), target)
     n_tools = sum(map(len, servers.values()))
@@ -101,7 +107,7 @@ def report_hybrid(root: Path, target: int, cache: Path) -> None:
     catalog = build_catalog(servers, cache)
     print(f"hybrid     {n_tools} tools indexed and embedded (cache {cache}) in {time.perf_counter() - t0:.1f} s, "
           f"{time.process_time() - c0:.1f} s CPU; RSS +{rss_mb() - before:.0f} MB (the same catalog lexical only: "
-          f"+{lexical_mb:.0f} MB)")
+          f"+{lexical_mb:.0f} MB); process RSS {rss_mb():.0f} MB, peak {peak_rss_mb():.0f} MB")
     for name, path in (("queries-dev", root / "queries-dev.json"), ("tasks", TASK_QUERIES)):
         queries = [q["query"] for q in load_queries(path)]
         first, cpu, again = hybrid_ms(catalog, queries)
