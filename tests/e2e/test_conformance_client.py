@@ -66,7 +66,7 @@ async def test_every_scored_client_scenario_is_run(revision: str) -> None:
 async def test_toolbridge_passes_the_client_scenario(revision: str, scenario: str, tmp_path: Path) -> None:
     with anyio.fail_after(TIMEOUT + 30):
         output = await _suite(
-            "client", "--command", f"{sys.executable} {CLIENT}", "--scenario", scenario,
+            "client", "--command", f"{sys.executable} {CLIENT} {revision}", "--scenario", scenario,
             "--spec-version", revision, "--timeout", str(TIMEOUT * 1000), "-o", str(tmp_path))
     failed = [check for path in tmp_path.rglob("checks.json") for check in json.loads(path.read_text())
               if check["status"] == "FAILURE"]

@@ -30,9 +30,12 @@ pytestmark = pytest.mark.anyio
 
 @asynccontextmanager
 async def _toolbridge(tmp_path: Path) -> AsyncIterator[str]:
-    """toolbridge's MCP URL, the fixture its only upstream (raw names, every tool core)."""
+    """toolbridge's MCP URL, the fixture its only upstream (raw names, every tool core), reached in the 2026 era
+    whoever calls: its input rounds are 2026-only (with `protocol: auto`, a handshake-era caller that can answer
+    back would reach this two-era server in the handshake era, as directly: `e2e/test_upstream_era.py`)."""
     (tmp_path / "upstreams").mkdir()
-    spec = {"command": sys.executable, "args": [str(FIXTURE)], "prefix": False, "connect_timeout": 20}
+    spec = {"command": sys.executable, "args": [str(FIXTURE)], "prefix": False, "connect_timeout": 20,
+            "protocol": "2026"}
     (tmp_path / "upstreams" / "fixture.yaml").write_text(yaml.safe_dump(spec))
     (tmp_path / "toolsets.yaml").write_text(yaml.safe_dump({"core": ["*"]}))
     async with serve_http(tmp_path, free_port()) as base, httpx2.AsyncClient() as http:

@@ -1,6 +1,6 @@
 """toolbridge as the client under test of the conformance suite's client scenarios.
 
-    MCP_CONFORMANCE_SCENARIO=<scenario> python tests/servers/conformance_client.py <server-url>
+    MCP_CONFORMANCE_SCENARIO=<scenario> python tests/servers/conformance_client.py <revision> <server-url>
 
 The suite's server is toolbridge's only upstream (`url:`, raw names, every tool core); a downstream SDK
 client then does over stdio what the reference client does in the scenario, so every request the suite sees
@@ -9,7 +9,8 @@ operator who writes its config (an `auth/*` scenario's server wants OAuth; `auth
 a client id and secret in `MCP_CONFORMANCE_CONTEXT`), the user who approves consent (the suite's authorization
 server approves without asking, so opening the authorization URL is one GET whose redirects end at
 toolbridge's loopback callback), and the downstream client that makes the scenario's calls and answers the
-elicitations toolbridge relays.
+elicitations toolbridge relays, in the era of the scenario's revision (a 2025-11-25 client for that set's
+scenarios, a 2026-07-28 one for the other's), so toolbridge meets the suite in the era the scenario judges.
 """
 
 from __future__ import annotations
@@ -141,7 +142,7 @@ PLAYS: dict[str, Play] = {
 AUTH_PLAY = _in_turn(("test-tool", {}))
 
 
-async def main(url: str, scenario: str, context: dict[str, Any]) -> None:
+async def main(revision: str, url: str, scenario: str, context: dict[str, Any]) -> None:
     with tempfile.TemporaryDirectory() as directory:
         config = Path(directory)
         (config / "upstreams").mkdir()
@@ -153,10 +154,11 @@ async def main(url: str, scenario: str, context: dict[str, Any]) -> None:
         serve = ["-m", "proxy", "serve", "--config-dir", str(config)]
         server = StdioServerParameters(command=sys.executable, args=serve, cwd=str(REPO), env=ENV)
         play = PLAYS.get(scenario, AUTH_PLAY if scenario.startswith("auth/") else _call_first)
-        async with Client(stdio_client(server), mode="legacy", elicitation_callback=_elicit) as client:
+        mode = "legacy" if revision == "2025-11-25" else revision
+        async with Client(stdio_client(server), mode=mode, elicitation_callback=_elicit) as client:
             await play(client, context)
 
 
 if __name__ == "__main__":
-    anyio.run(main, sys.argv[1], os.environ.get("MCP_CONFORMANCE_SCENARIO", ""),
+    anyio.run(main, sys.argv[1], sys.argv[2], os.environ.get("MCP_CONFORMANCE_SCENARIO", ""),
               json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}"))

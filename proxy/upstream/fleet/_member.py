@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import anyio
+from mcp import types
 
 from proxy.config import UpstreamConfig
 from proxy.errors import UpstreamUnavailable
@@ -167,9 +168,10 @@ class Member:
         return "legacy" if self.handshake_only else auto
 
     async def connection_for(self, channel: BackChannel | None) -> Connection:
-        """The connection for a request with this back channel: a handshake-era caller's reaches a `protocol: auto`
-        server that speaks both eras in the handshake era, where the server has a back channel too (see
-        `with_back_channel`); any other request goes to `connection`.
+        """The connection for a request with this back channel: a handshake-era caller that can answer a back-channel
+        request (it declared sampling, elicitation or roots) reaches a `protocol: auto` server that speaks both
+        eras in the handshake era, where the server has a back channel too (see `with_back_channel`); any other
+        request goes to `connection`, whose requests carry the caller's capabilities.
 
         Raises:
             UpstreamUnavailable: as `live_connection`.
@@ -181,7 +183,7 @@ class Member:
                 ):
                     await self.state_changed.wait()
         conn = await self.live_connection()
-        if channel is not None and channel.handshake_era:
+        if channel is not None and channel.handshake_era and _answers_back(channel.capabilities):
             return await self.with_back_channel(conn) or conn
         return conn
 
@@ -221,3 +223,7 @@ class Member:
                 self.state is not UpstreamState.READY or self.connection is old
             ):
                 await self.state_changed.wait()
+
+
+def _answers_back(capabilities: types.ClientCapabilities) -> bool:
+    return any(c is not None for c in (capabilities.sampling, capabilities.elicitation, capabilities.roots))

@@ -170,8 +170,11 @@ class Supervisor:
 
     def _handshake_twin(self, up: Member, conn: Connection, auth: httpx2.Auth | None) -> HandshakeConnection | None:
         """The handshake-era connection a `protocol: auto` HTTP server connected in the 2026 era gets when a
-        handshake-era caller first needs it (`fleet/_handshake_connection`)."""
+        handshake-era caller first needs it (`fleet/_handshake_connection`). Not for an `auth: oauth` server: a
+        token refused on a second session would not reach the consent the first one's refusal asks for."""
         if up.config.protocol != "auto" or not conn.modern or up.config.is_stdio:  # stdio: see `with_back_channel`
+            return None
+        if up.config.auth is not None:
             return None
 
         def open_connection() -> AbstractAsyncContextManager[Connection]:
