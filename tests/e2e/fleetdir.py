@@ -15,7 +15,7 @@ import anyio
 import httpx2
 import yaml
 from conftest import free_port
-from mcp import Client, StdioServerParameters, stdio_client
+from mcp import Client, StdioServerParameters, stdio_client, types
 from mcp.client.streamable_http import streamable_http_client
 
 CATALOG_SERVER = str(Path(__file__).parent.parent / "servers" / "catalog_server.py")
@@ -121,3 +121,23 @@ async def connected(config: Path, transport: str, mode: str = "auto", on_message
     async with serve_http(config, free_port()) as base, \
             Client(streamable_http_client(f"{base}/mcp"), mode=mode, message_handler=on_message) as client:
         yield client
+
+
+class ToolListChanges:
+    """What a client session was told of its tool list: `changes` counts the list_changed notifications, and
+    `changed` is set by the next one (in either era: a 2026-07-28 client hears them on its listen stream)."""
+
+    def __init__(self) -> None:
+        self.changes = 0
+        self.changed = anyio.Event()
+
+    async def on_message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self.changes += 1
+            self.changed.set()
+            self.changed = anyio.Event()
+
+    async def wait(self) -> None:
+        """Until the next list_changed (bounded)."""
+        with anyio.fail_after(15):
+            await self.changed.wait()

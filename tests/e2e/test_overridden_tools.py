@@ -16,7 +16,7 @@ import anyio
 import httpx2
 import pytest
 from conftest import free_port
-from fleetdir import CATALOG_SERVER, REPO, calls, serve_http, serve_stdio
+from fleetdir import CATALOG_SERVER, REPO, ToolListChanges, calls, serve_http, serve_stdio
 from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 
@@ -232,27 +232,8 @@ def test_two_renames_to_one_name_fail_check_without_a_catalog(config: Path) -> N
     ], checked.stderr
 
 
-class Listener:
-    """A session that counts the tools/list_changed it is sent, in either era (a 2026-07-28 client is told
-    on the listen stream it opened)."""
-
-    def __init__(self) -> None:
-        self.changes = 0
-        self.changed = anyio.Event()
-
-    async def on_message(self, message: Any) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            self.changes += 1
-            self.changed.set()
-            self.changed = anyio.Event()
-
-    async def wait(self) -> None:
-        with anyio.fail_after(15):
-            await self.changed.wait()
-
-
 @asynccontextmanager
-async def listening(base: str, mode: str, client_name: str, listener: Listener) -> AsyncIterator[Client]:
+async def listening(base: str, mode: str, client_name: str, listener: ToolListChanges) -> AsyncIterator[Client]:
     info = types.Implementation(name=client_name, version="1")
     async with (
         Client(
@@ -280,7 +261,7 @@ async def listening(base: str, mode: str, client_name: str, listener: Listener) 
 @pytest.mark.parametrize("mode", MODES)
 async def test_reloading_an_override_tells_only_the_sessions_whose_list_changed(config: Path, mode: str) -> None:
     chat = config / "upstreams" / "chat.yaml"
-    first, other = Listener(), Listener()
+    first, other = ToolListChanges(), ToolListChanges()
     async with (
         serve_http(config, free_port()) as base,
         listening(base, mode, "ide", first) as client,

@@ -17,7 +17,7 @@ import httpx2
 import pytest
 import yaml
 from conftest import free_port
-from fleetdir import REPO, serve_http
+from fleetdir import REPO, ToolListChanges, serve_http
 from mcp import Client, StdioServerParameters, stdio_client, types
 from mcp.client.streamable_http import streamable_http_client
 from servers.harness import TINY, alive, descendants
@@ -47,20 +47,6 @@ def config_dir(tmp_path: Path) -> Path:
     return directory
 
 
-class Session:
-    """A legacy-era client session that counts the list_changed it is sent."""
-
-    def __init__(self) -> None:
-        self.changes = 0
-        self.changed = anyio.Event()
-
-    async def on_message(self, message: Any) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            self.changes += 1
-            self.changed.set()
-            self.changed = anyio.Event()
-
-
 async def names(client: Client) -> set[str]:
     """The deferred tools the session can find. Never `tools/list`: a session that lists is up to date,
     so it is (rightly) not told of the change."""
@@ -85,7 +71,7 @@ async def until(condition: Callable[[], Any], timeout: float = 10) -> float:
 
 
 async def exercise_reload(
-    directory: Path, client: Client, session: Session, other: Session | None,
+    directory: Path, client: Client, session: ToolListChanges, other: ToolListChanges | None,
     problem_shown: Callable[[], Awaitable[bool]],
 ) -> None:
     """`other`, when given, is a session of the same proxy whose profile sees only `beta`: it must hear
@@ -136,7 +122,7 @@ async def gone(process_id: int) -> bool:
     return not alive(process_id)
 
 
-async def more_than(session: Session, count: int) -> bool:
+async def more_than(session: ToolListChanges, count: int) -> bool:
     return session.changes > count
 
 
@@ -148,7 +134,7 @@ async def pid_differs(client: Client, server: str, old: int) -> bool:
 
 async def test_reload_over_stdio(tmp_path: Path) -> None:
     directory = config_dir(tmp_path)
-    session = Session()
+    session = ToolListChanges()
     log = tmp_path / "stderr.log"
     params = StdioServerParameters(command=sys.executable, cwd=str(REPO),
                                    args=["-m", "proxy", "serve", "--config-dir", str(directory)])
@@ -165,7 +151,7 @@ async def test_reload_over_stdio(tmp_path: Path) -> None:
 
 async def test_reload_over_http_notifies_only_the_sessions_concerned(tmp_path: Path) -> None:
     directory = config_dir(tmp_path)
-    session, other = Session(), Session()
+    session, other = ToolListChanges(), ToolListChanges()
     async with serve_http(directory, free_port()) as base, httpx2.AsyncClient() as http:
         async def problem_in_status() -> bool:
             report = (await http.get(f"{base}/status")).json()

@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
-from fleetdir import CONTROLLABLE, HOSTILE, connected, write_config
+from fleetdir import CONTROLLABLE, HOSTILE, ToolListChanges, connected, write_config
 from mcp import types
 
 pytestmark = pytest.mark.anyio
@@ -73,31 +73,19 @@ async def test_no_first_request_waits_for_a_hung_upstream(tmp_path: Path, first:
         assert isinstance(text, types.TextContent) and ("good__echo" in text.text or text.text == "hi")
 
 
-class Changes:
-    """The list_changed notifications a client got: `event` is set by the next one."""
-
-    def __init__(self) -> None:
-        self.event = anyio.Event()
-
-    async def on_message(self, message: Any) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            self.event.set()
-            self.event = anyio.Event()
-
-
 @pytest.mark.alone
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 async def test_a_late_server_arrives_by_list_changed_and_is_listed_from_the_cache_next_time(
     tmp_path: Path, transport: str
 ) -> None:
     config = fleet(tmp_path, "slow")
-    changes = Changes()
+    changes = ToolListChanges()
     async with connected(config, transport, "legacy", changes.on_message) as client:
         first, _ = await timed(client.list_tools())
         assert "good__echo" in names(first) and "slow__echo" not in names(first)
         with anyio.fail_after(60):
             while True:
-                announced = changes.event
+                announced = changes.changed
                 if "slow__echo" in (patient := names(await client.list_tools())):
                     break
                 await announced.wait()
@@ -112,7 +100,7 @@ async def test_a_fleet_still_starting_offers_the_bridge_tools_not_an_empty_list(
     """Nothing listed within the window: the first answer still has the bridge tools (a client that finds no tool
     at all may drop the server, as Gemini CLI does), and the late server's tools follow by list_changed."""
     config = write_config(tmp_path, {"slow": {"command": sys.executable, **OTHERS["slow"]}})
-    changes = Changes()
+    changes = ToolListChanges()
     async with connected(config, transport, "legacy", changes.on_message) as client:
         first, elapsed = await timed(client.list_tools())
         assert elapsed < BOUND, f"the first tools/list took {elapsed:.1f} s"
@@ -121,7 +109,7 @@ async def test_a_fleet_still_starting_offers_the_bridge_tools_not_an_empty_list(
         assert "No deferred tool is available right now" in (search.description or "")
         with anyio.fail_after(60):
             while True:
-                announced = changes.event
+                announced = changes.changed
                 found = (await client.call_tool("tool_search", {"queries": ["echo"]})).content[0]
                 if isinstance(found, types.TextContent) and "slow__echo" in found.text:
                     break
