@@ -95,6 +95,7 @@ async def test_a_late_server_arrives_by_list_changed_and_is_listed_from_the_cach
     assert names(one_shot) == patient
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 async def test_a_fleet_still_starting_offers_the_bridge_tools_not_an_empty_list(tmp_path: Path, transport: str) -> None:
     """Nothing listed within the window: the first answer still has the bridge tools (a client that finds no tool
