@@ -535,6 +535,19 @@ async def test_a_principal_limit_cannot_be_escaped_by_spelling_the_tool_another_
     assert reached(guarded, user) == LIMIT
 
 
+async def test_status_and_metrics_show_a_limited_user_only_as_a_digest(guarded: Guarded) -> None:
+    """'a user appears there as `user:` and a digest of their issuer and subject, since every token holder
+    of an OAuth endpoint may read `/status`'."""
+    user = f"limit-{uuid.uuid4().hex[:6]}"
+    await spend(guarded, user, user)
+    async with httpx2.AsyncClient(headers=guarded.auth("someone-else")) as http:
+        status = (await http.get(f"{guarded.base}/status")).json()
+        metrics = (await http.get(f"{guarded.base}/metrics")).text
+    limit = next(entry for entry in status["limits"] if entry["limit"] == "per-user")
+    assert "user:" in json.dumps(limit)
+    assert user not in json.dumps(status) and user not in metrics
+
+
 async def test_another_principal_is_not_held_by_a_spent_limit(guarded: Guarded) -> None:
     """The control: the limit is per principal, so the attacks above could have failed."""
     spent, other = f"limit-{uuid.uuid4().hex[:6]}", f"limit-{uuid.uuid4().hex[:6]}"
