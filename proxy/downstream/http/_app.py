@@ -49,7 +49,8 @@ CONSOLE_SIGN_IN = "/ui/login"  # the form that takes the credential: it shows no
 CONSOLE_COOKIE = "toolbridge_console"  # the credential a browser signed in with (HttpOnly, SameSite=Strict)
 _CONSOLE_REFUSAL = ('<!doctype html><title>toolbridge: unauthorized</title><p>Unauthorized. '
                     '<a href="/ui/login">Sign in</a> with the endpoint\'s bearer token.</p>')
-_CONSOLE_REFUSAL_CSP = {"Content-Security-Policy": "default-src 'none'"}
+_CONSOLE_REFUSAL_HEADERS = {"Content-Security-Policy": "default-src 'none'", "X-Content-Type-Options": "nosniff",
+                            "X-Frame-Options": "DENY", "Referrer-Policy": "same-origin", "Cache-Control": "no-store"}
 
 
 def transport_security(
@@ -172,15 +173,23 @@ class HttpApp:
             refusal = _needs_token("authorization" in headers)
             if console:
                 challenge = {"WWW-Authenticate": refusal.headers["www-authenticate"]}
-                refusal = HTMLResponse(_CONSOLE_REFUSAL, 401, {**challenge, **_CONSOLE_REFUSAL_CSP})
+                refusal = HTMLResponse(_CONSOLE_REFUSAL, 401, {**challenge, **_CONSOLE_REFUSAL_HEADERS})
             await refusal(scope, receive, send)
             return
         await self.protected(scope, receive, send)
 
     async def _behind_auth(self, scope: Scope, receive: Receive, send: Send) -> None:
         """`/status`, `/metrics`, the console, and MCP in the path's profile, unless a token's claim allows
-        others: then one of those (the first by default)."""
+        others: then one of those (the first by default). An identity whose claim allows no profile is refused
+        everywhere, the operator's pages included."""
         path = scope["path"].rstrip("/") or "/"
+        allowed = scope.get(ALLOWED_PROFILES_SCOPE_KEY)
+        if allowed is not None:
+            allowed = tuple(p for p in allowed if self.has_profile(p))  # a reload may have removed one
+        if allowed == () and path != "/mcp" and not path.startswith("/mcp/"):
+            headers = _CONSOLE_REFUSAL_HEADERS if in_console(path) else None
+            await Response("Forbidden: no profile for this identity", 403, headers)(scope, receive, send)
+            return
         if path == "/status" and self.status is not None:
             await JSONResponse(self.status())(scope, receive, send)
             return
@@ -191,9 +200,6 @@ class HttpApp:
             await self.console(scope, receive, send)
             return
         profile = self._profile_from_path(path)
-        allowed = scope.get(ALLOWED_PROFILES_SCOPE_KEY)
-        if allowed is not None:
-            allowed = tuple(p for p in allowed if self.has_profile(p))  # a reload may have removed one
         if profile is None:
             await Response(self._not_found(path, allowed), status_code=404)(scope, receive, send)
             return
