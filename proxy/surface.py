@@ -7,6 +7,7 @@ session is told `list_changed` only when something real changed.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -15,6 +16,7 @@ from mcp import types
 
 from proxy.config import ToolSearchSettings
 from proxy.listing import NO_LISTING, Form, Listing, listing_budget, render_listing
+from proxy.protocol import for_handshake_era
 from proxy.registry import ToolEntry
 
 __all__ = [
@@ -68,6 +70,11 @@ class Surface:
     listing_tokens: int
     deferred_count: int
     collapsed: tuple[str, ...] = ()
+
+    @functools.cached_property
+    def handshake_era_tools(self) -> tuple[types.Tool, ...]:
+        """`tools` as a handshake-era `tools/list` carries them (`for_handshake_era`), shaped once per surface."""
+        return tuple(for_handshake_era(self.tools))
 
 
 def build_surface(

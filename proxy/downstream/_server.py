@@ -38,7 +38,7 @@ from proxy.downstream.session import (
     handshake_era,
     promotion_key,
 )
-from proxy.protocol import Notice, for_handshake_era
+from proxy.protocol import Notice
 from proxy.replicated import Limits
 from proxy.views import SessionView, Views
 
@@ -165,7 +165,7 @@ class Handlers:
         key = promotion_key(ctx)
         await self.promoter.load(key, view)
         surface, _ = self.views.session_surface(view, self.promoter.promoted(key, view))
-        tools = for_handshake_era(surface.tools) if handshake_era(ctx) else list(surface.tools)
+        tools = list(surface.handshake_era_tools if handshake_era(ctx) else surface.tools)
         return types.ListToolsResult(tools=tools, **list_hint(ctx, view, "tools"))
 
     async def read_resource(
