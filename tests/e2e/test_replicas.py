@@ -181,27 +181,30 @@ async def test_sigterm_drains_the_calls_in_flight_then_exits(tmp_path: Path) -> 
         try:
             async with Client(streamable_http_client(f"{base}/mcp", terminate_on_close=False), mode=mode) as client:
                 await client.list_tools()  # else the SDK lists them after the result, to check it: too late
-                result = await client.call_tool("ctl__sleep", {"seconds": 20, "steps": 100, "until": str(release)},
+                # Only `release` ends the call (the cap is far beyond the test's own deadline): a slow
+                # machine cannot finish it before the drain is seen to start.
+                result = await client.call_tool("ctl__sleep", {"seconds": 600, "steps": 3000, "until": str(release)},
                                                 progress_callback=progress)
                 results[mode] = text(result)
         except* httpx2.TransportError:
             pass  # the legacy session's stream, after the server exited; the call's outcome is in `results`
 
     async with replica(config, port, "toolbridge-0") as process, httpx2.AsyncClient() as http:
-        with anyio.fail_after(30):
+        with anyio.fail_after(40):
             async with anyio.create_task_group() as tg:
                 for mode in under_way:
                     tg.start_soon(slow_call, mode)
                 for event in under_way.values():
                     await event.wait()
                 process.send_signal(signal.SIGTERM)
+                signalled = anyio.current_time()
                 while True:  # no longer accepting, while the calls are still running
                     try:
                         await http.get(f"{base}/healthz")
                     except (httpx2.ConnectError, httpx2.ReadError):  # refused, or closed unanswered mid-shutdown
                         break
                     await anyio.sleep(0.05)
-                assert results == {}
+                assert results == {}, f"the calls ended before the drain was seen, {anyio.current_time() - signalled:.1f} s in"
                 release.touch()  # the calls in flight may end now: the drain waits for them
         assert results == {"legacy": "slept", "auto": "slept"}
         with anyio.fail_after(10):  # well within DRAIN_SECONDS: the legacy session's GET stream did not hold it
