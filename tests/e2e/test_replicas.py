@@ -204,7 +204,8 @@ async def test_sigterm_drains_the_calls_in_flight_then_exits(tmp_path: Path) -> 
                     except (httpx2.ConnectError, httpx2.ReadError):  # refused, or closed unanswered mid-shutdown
                         break
                     await anyio.sleep(0.05)
-                assert results == {}, f"the calls ended before the drain was seen, {anyio.current_time() - signalled:.1f} s in"
+                waited = anyio.current_time() - signalled
+                assert results == {}, f"the calls ended before the drain was seen, {waited:.1f} s in"
                 release.touch()  # the calls in flight may end now: the drain waits for them
         assert results == {"legacy": "slept", "auto": "slept"}
         with anyio.fail_after(10):  # well within DRAIN_SECONDS: the legacy session's GET stream did not hold it
