@@ -104,6 +104,23 @@ async def test_input_requests_keep_the_upstreams_keys_and_each_round_has_its_own
     assert isinstance(third, types.CallToolResult) and _text(third) == "Alice likes blue"
 
 
+async def test_answers_offered_before_any_round_reach_the_upstream_as_they_would_directly(tmp_path: Path) -> None:
+    """A 2026-era client may send `inputResponses` with its first request (no `requestState`): the upstream
+    takes the answer under the key it asks, ignores the others, and completes at once, as it does when
+    called directly (conformance `input-required-result-ignore-extra-params`). An answer whose shape does
+    not fit the question is not taken: the question is asked."""
+    name = "test_input_required_result_elicitation"
+    async with _toolbridge(tmp_path) as url, Client(url, elicitation_callback=_unused) as client:
+        with anyio.fail_after(30):
+            offered = await client.session.call_tool(
+                name, {}, input_responses={"user_name": _accept(name="Alice"), "unknown_extra_key": _accept(foo="bar")},
+                allow_input_required=True)
+            misfit = await client.session.call_tool(
+                name, {}, input_responses={"user_name": types.ListRootsResult(roots=[])}, allow_input_required=True)
+    assert isinstance(offered, types.CallToolResult) and _text(offered) == "Hello, Alice!"
+    assert isinstance(misfit, types.InputRequiredResult) and set(misfit.input_requests or {}) == {"user_name"}
+
+
 async def test_a_prompt_and_a_read_ask_a_2026_era_caller_in_rounds(tmp_path: Path) -> None:
     async with _toolbridge(tmp_path) as url, Client(url, elicitation_callback=_unused) as client:
         session = client.session

@@ -28,6 +28,7 @@ import anyio
 import anyio.abc
 from mcp import MCPError, types
 from mcp.server.connection import allowed_log_levels
+from pydantic import ValidationError
 
 from proxy.downstream.rounds._request_state import RequestStates
 from proxy.downstream.rounds._session_channel import LatestProgress, Relaying, answer_type, log_notification, refusal
@@ -51,6 +52,7 @@ class _Pending:
     round: str | None = None  # what the latest round's requestState seals; None until the request needs input
     new: dict[str, _Waiter] = field(default_factory=dict)
     asked: dict[str, _Waiter] = field(default_factory=dict)
+    offered: dict[str, Any] = field(default_factory=dict)  # answers sent before any round, by key: each used once
     result: Any = None
     error: Exception | None = None
     finished: bool = False
@@ -67,12 +69,21 @@ class _Pending:
         """Hand each answer to its waiter; requests left unanswered are asked again next round."""
         for key, waiter in list(self.asked.items()):
             if key in responses:
-                raw = responses[key].model_dump(by_alias=True, exclude_none=True)
-                waiter.answer = answer_type(waiter.request).model_validate(raw, by_name=False)
+                waiter.answer = _as_answer_to(waiter.request, responses[key])
                 waiter.answered.set()
             else:
                 self.new[key] = waiter
         self.asked.clear()
+
+    def take_offered(self, key: str | None, request: types.InputRequest) -> Any:
+        """The answer offered up front under `key`, if it fits `request` (else the question is asked)."""
+        offered = self.offered.pop(key, None) if key is not None else None
+        if offered is None:
+            return None
+        try:
+            return _as_answer_to(request, offered)
+        except ValidationError:
+            return None
 
     def waiting(self, key: str) -> bool:
         return key in self.new or key in self.asked
@@ -102,6 +113,9 @@ class RoundTripChannel(Relaying):
         refused = refusal(pending.ctx, request)
         if refused is not None:
             return refused
+        offered = pending.take_offered(key, request)
+        if offered is not None:
+            return offered
         waiter, key = _Waiter(request), self._key(key)
         pending.new[key] = waiter
         pending.poke()
@@ -119,6 +133,11 @@ class RoundTripChannel(Relaying):
         ctx = self._pending.ctx
         if params.level in allowed_log_levels(ctx.session.protocol_version, ctx.meta):
             await ctx.session.send_notification(log_notification(server, params), related_request_id=ctx.request_id)
+
+
+def _as_answer_to(request: types.InputRequest, response: Any) -> Any:
+    raw = response.model_dump(by_alias=True, exclude_none=True)
+    return answer_type(request).model_validate(raw, by_name=False)
 
 
 R = TypeVar("R")
@@ -158,7 +177,7 @@ class RoundTrips:
             pending.answer(dict(params.input_responses or {}))
         else:
             assert self._tg is not None, "RoundTrips.run is not running"
-            pending = _Pending(principal, ctx.method, ctx)
+            pending = _Pending(principal, ctx.method, ctx, offered=dict(params.input_responses or {}))
             self._tg.start_soon(self._run, pending, run)
         return await self._next(pending)
 
