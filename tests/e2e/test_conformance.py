@@ -83,6 +83,22 @@ async def test_fixture_serves_the_scenarios_over_stdio_in_both_eras(mode: str) -
     assert _text(elicited) == 'User response: action=accept, content={"username": "u", "email": "e@example.com"}'
 
 
+@pytest.mark.skipif(not NODE.exists(), reason="no Node in .tools/: run scripts/conformance-setup.sh")
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_the_typescript_fixture_serves_both_eras_over_stdio(mode: str) -> None:
+    """The direct figures are measured over HTTP; this holds the stdio side: the SDK's legacy shim asks over the
+    back channel, a 2026-07-28 request gets input-required rounds, asked only for what it declared (sampling)."""
+    params = StdioServerParameters(command=str(NODE), args=[str(TS_FIXTURE)])
+    with anyio.fail_after(20):
+        async with Client(stdio_client(params, errlog=sys.stderr), mode=mode, sampling_callback=_sample) as client:
+            tools = {tool.name for tool in (await client.list_tools()).tools}
+            sampled = await client.call_tool("test_sampling", {"prompt": "Say hi"})
+            asked = await client.call_tool("test_input_required_result_capabilities", {})
+    assert {"test_simple_text", "test_missing_capability", *mrtr_tools.TOOLS} <= tools
+    assert _text(sampled) == "LLM response: hi"
+    assert _text(asked) == "Answered: capital_question"
+
+
 needs_suite = pytest.mark.skipif(not (SUITE / "package.json").exists(),
                                  reason="conformance suite not in .conformance/: run scripts/conformance-setup.sh")
 

@@ -19,6 +19,7 @@ import { parseArgs } from 'node:util';
 
 import { toNodeHandler } from '@modelcontextprotocol/node';
 import {
+    CLIENT_CAPABILITIES_META_KEY,
     type CallToolResult,
     type EventStore,
     type GetPromptResult,
@@ -149,8 +150,10 @@ function elicited(ctx: ServerContext, key: string): Record<string, unknown> {
     return view.kind === 'elicit' ? (view.content ?? {}) : {};
 }
 
+/** The client capabilities this request declares (2026-07-28), or the connection's (handshake era). */
 function declared(ctx: ServerContext, server: McpServer): Record<string, unknown> {
-    return (ctx.mcpReq.envelope?.clientCapabilities ?? server.server.getClientCapabilities() ?? {}) as Record<string, unknown>;
+    const envelope: Record<string, unknown> = ctx.mcpReq.envelope ?? {};
+    return (envelope[CLIENT_CAPABILITIES_META_KEY] ?? server.server.getClientCapabilities() ?? {}) as Record<string, unknown>;
 }
 
 const sleep = (ms: number) => new Promise(resolve => setTimeout(resolve, ms));
