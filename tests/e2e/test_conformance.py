@@ -143,16 +143,20 @@ SHAPES = {"lowlevel": [sys.executable, str(FIXTURE)], "mcpserver": [sys.executab
 
 
 @asynccontextmanager
-async def _shape_over_http(shape: str) -> AsyncIterator[str]:
-    """The shape's Streamable HTTP endpoint: the lowlevel app in-process, the others as their own process."""
-    if shape == "lowlevel":
+async def _upstream(shape: str, transport: str) -> AsyncIterator[dict[str, Any]]:
+    """The shape as an upstream spec: its command over stdio, or its Streamable HTTP endpoint (the lowlevel
+    app in-process, the others as their own process)."""
+    command, *args = SHAPES[shape]
+    if transport == "stdio":
+        yield {"command": command, "args": args}
+    elif shape == "lowlevel":
         async with serve_app(http_app()) as base:
-            yield f"{base}/mcp"
-        return
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/mcp"
-    async with http_process([*SHAPES[shape], "--http", str(port)], url, stderr=subprocess.DEVNULL):
-        yield url
+            yield {"url": f"{base}/mcp"}
+    else:
+        port = free_port()
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with http_process([command, *args, "--http", str(port)], url, stderr=subprocess.DEVNULL):
+            yield {"url": url}
 
 
 @needs_suite
@@ -163,9 +167,7 @@ async def test_nothing_that_passes_directly_fails_through_toolbridge(shape: str,
     """MCPServer's tools sample and elicit over a back channel, which a 2026-07-28 connection lacks:
     toolbridge must speak the handshake era to it for a caller that has a back channel, even when the
     tools report the failed request in their result (`--in-band`) rather than as an error."""
-    command, *args = SHAPES[shape]
-    async with _shape_over_http(shape) as url:
-        target = {"command": command, "args": args} if transport == "stdio" else {"url": url}
+    async with _upstream(shape, transport) as target:
         runs: dict[str, tuple[dict[str, Any], str]] = {}
 
         async def through_toolbridge(revision: str) -> None:
