@@ -1,11 +1,12 @@
 """The official MCP conformance suite's server scenarios, both requirement sets, through toolbridge.
 
 The suite runs need `scripts/conformance-setup.sh` (Node >= 22 in `.tools/`, the pinned suite in
-`.conformance/`) and are skipped without it. What each fixture passes directly is pinned in
-`conformance-expected.json` (refreshed by `scripts/conformance-expected.py`, not re-run here);
+`.conformance/`) and are skipped without it. What each fixture passes directly, and the warnings it gets,
+is pinned in `conformance-expected.json` (refreshed by `scripts/conformance-expected.py`, not re-run here);
 `toolbridge serve --transport http` in front of it (a stdio upstream, or a Streamable HTTP one) with
 `prefix: false` and `core: ["*"]` must pass every one of those scenarios, judged on each check's
-details, except the losses listed in `KNOWN_LOSSES` (and in docs/protocol-2026-07-28.md).
+details, except the losses listed in `KNOWN_LOSSES` (and in docs/protocol-2026-07-28.md), with no warning
+the fixture does not get directly.
 The fixtures are three shapes of server: the lowlevel `Server` (`conformance_fixture.py`, both eras,
 input-required rounds on 2026-07-28), `MCPServer` with its session helpers (`mcpserver_fixture.py`,
 whose tools ask the client over a back channel, as handshake-era servers do), and a server on the
@@ -110,6 +111,11 @@ async def _run_suite(url: str, revision: str, outcome: Path) -> tuple[dict[str, 
     return json.loads(outcome.read_text()), done.stdout.decode()
 
 
+def _warned(run: dict[str, Any]) -> set[tuple[str, str]]:
+    """Each (scenario, check) of a run that ended in a warning."""
+    return {(scenario, check) for scenario, checks in run["warnings"].items() for check in checks}
+
+
 def _fixture_upstream(config_dir: Path, target: dict[str, Any]) -> Path:
     """A config dir with the fixture as its only upstream, raw names, every tool core (pass-through)."""
     (config_dir / "upstreams").mkdir(parents=True)
@@ -132,7 +138,7 @@ def test_the_fixtures_together_pass_every_scored_scenario_of_both_sets() -> None
     from conformance import scored
 
     for revision in REVISIONS:
-        passed = set().union(*(sets[revision] for sets in EXPECTED.values()))
+        passed = set().union(*(sets[revision]["passed"] for sets in EXPECTED.values()))
         assert passed == set(scored(REPO / ".conformance", revision)), revision
 
 
@@ -182,6 +188,9 @@ async def test_nothing_that_passes_directly_fails_through_toolbridge(shape: str,
             for revision in REVISIONS:
                 tg.start_soon(through_toolbridge, revision)
     for revision, (proxied, output) in runs.items():
-        lost = set(EXPECTED[shape][revision]) - set(proxied["passed"])
+        direct = EXPECTED[shape][revision]
+        lost = set(direct["passed"]) - set(proxied["passed"])
         known = {name for rev, name, shapes, _ in KNOWN_LOSSES if rev == revision and shape in shapes}
         assert lost == known, (revision, output)
+        # A SHOULD the fixture meets directly is not lost either: no check warns through toolbridge only.
+        assert _warned(proxied) - _warned(direct) == set(), (revision, output)
