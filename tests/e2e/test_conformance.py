@@ -19,7 +19,7 @@ import json
 import subprocess
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +75,7 @@ async def test_fixture_serves_the_scenarios_over_stdio_in_both_eras(mode: str) -
             sampled = await client.call_tool("test_sampling", {"prompt": "Say hi"})
             elicited = await client.call_tool("test_elicitation", {"message": "Who are you?"})
     assert {"test_simple_text", "test_sampling", "test_elicitation_sep1330_enums", "json_schema_2020_12_tool",
-            "test_reconnection"} <= tools and len(tools) == 14 + len(mrtr_tools.TOOLS)
+            "test_reconnection"} <= tools and len(tools) == 14 + len(mrtr_tools.TOOLS) + len(TRIGGERS)
     assert prompts == {"test_simple_prompt", "test_prompt_with_arguments", "test_prompt_with_embedded_resource",
                        "test_prompt_with_image", mrtr_tools.PROMPT.name}
     assert [t.uri_template for t in templates] == ["test://template/{id}/data"]
@@ -98,6 +98,53 @@ async def test_the_typescript_fixture_serves_both_eras_over_stdio(mode: str) -> 
     assert {"test_simple_text", "test_missing_capability", *mrtr_tools.TOOLS} <= tools
     assert _text(sampled) == "LLM response: hi"
     assert _text(asked) == "Answered: capital_question"
+
+
+# Each list trigger of `server-stateless`, the entry it adds or removes, and the notification that says so.
+TRIGGERS = {"test_trigger_tool_change": ("test_tool_added_by_trigger", types.ToolListChangedNotification),
+            "test_trigger_prompt_change": ("test_prompt_added_by_trigger", types.PromptListChangedNotification)}
+
+
+async def _listed(client: Client) -> set[str]:
+    return ({tool.name for tool in (await client.list_tools()).tools}
+            | {prompt.name for prompt in (await client.list_prompts()).prompts})
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.parametrize("shape", ["lowlevel", pytest.param("typescript", marks=pytest.mark.skipif(
+    not NODE.exists(), reason="no Node in .tools/: run scripts/conformance-setup.sh"))])
+async def test_a_list_trigger_changes_its_list_and_says_so_in_both_eras(shape: str, mode: str) -> None:
+    """Each call toggles one entry, so a proxy in front has a real change to carry: announced on the connection
+    (handshake era) or on a listen stream (2026-07-28; the SDK hands its frames to the message handler too)."""
+    heard: dict[type, anyio.Event] = {}
+
+    async def on_message(message: Any) -> None:
+        if type(message) in heard:
+            heard[type(message)].set()
+
+    command, *args = SHAPES[shape]
+    params = StdioServerParameters(command=command, args=args)
+    with anyio.fail_after(20):
+        async with Client(stdio_client(params, errlog=sys.stderr), mode=mode, message_handler=on_message) as client, \
+                AsyncExitStack() as stack:
+            if mode == "auto":
+                await stack.enter_async_context(client.listen(tools_list_changed=True, prompts_list_changed=True))
+            assert not {added for added, _ in TRIGGERS.values()} & await _listed(client)
+            for trigger, (added, notification) in TRIGGERS.items():
+                for present in (True, False):
+                    heard[notification] = anyio.Event()
+                    await client.call_tool(trigger, {})
+                    await heard[notification].wait()
+                    assert (added in await _listed(client)) is present, (trigger, present)
+            heard[types.ToolListChangedNotification] = anyio.Event()
+            await client.call_tool("test_trigger_tool_change", {})
+            await heard[types.ToolListChangedNotification].wait()
+            added_tool = await client.call_tool("test_tool_added_by_trigger", {})
+            await client.call_tool("test_trigger_prompt_change", {})
+            added_prompt = await client.get_prompt("test_prompt_added_by_trigger")
+    assert _text(added_tool) == "Added by test_trigger_tool_change."
+    assert isinstance(added_prompt.messages[0].content, types.TextContent)
+    assert added_prompt.messages[0].content.text == "Added by test_trigger_prompt_change."
 
 
 needs_suite = pytest.mark.skipif(not (SUITE / "package.json").exists(),
