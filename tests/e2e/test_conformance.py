@@ -46,6 +46,11 @@ REVISIONS = ("2025-11-25", "2026-07-28")
 # remove its entry.
 KNOWN_LOSSES: list[tuple[str, str, tuple[str, ...], str]] = []
 
+# Each fixture shape: the command that serves it over stdio, and over HTTP with `--http PORT` appended.
+SHAPES = {"lowlevel": [sys.executable, str(FIXTURE)], "mcpserver": [sys.executable, str(MCPSERVER_FIXTURE)],
+          "mcpserver-in-band": [sys.executable, str(MCPSERVER_FIXTURE), "--in-band"],
+          "typescript": [str(NODE), str(TS_FIXTURE)]}
+
 pytestmark = pytest.mark.anyio
 
 async def _sample(ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
@@ -187,12 +192,6 @@ def test_the_fixtures_together_pass_every_scored_scenario_of_both_sets() -> None
     for revision in REVISIONS:
         passed = set().union(*(sets[revision]["passed"] for sets in EXPECTED.values()))
         assert passed == set(scored(REPO / ".conformance", revision)), revision
-
-
-# Each fixture shape: the command that serves it over stdio, and over HTTP with `--http PORT` appended.
-SHAPES = {"lowlevel": [sys.executable, str(FIXTURE)], "mcpserver": [sys.executable, str(MCPSERVER_FIXTURE)],
-          "mcpserver-in-band": [sys.executable, str(MCPSERVER_FIXTURE), "--in-band"],
-          "typescript": [str(NODE), str(TS_FIXTURE)]}
 
 
 @asynccontextmanager
