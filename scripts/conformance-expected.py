@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Refresh tests/e2e/conformance-expected.json: what each fixture shape passes directly, per requirement set.
+"""Refresh tests/e2e/conformance-expected.json: what each fixture shape passes directly, per requirement set,
+and the warnings (SHOULD-level checks it misses) it gets doing so.
 
     scripts/conformance-expected.py              # every shape
     scripts/conformance-expected.py typescript   # only the named shapes; the others' entries are kept
@@ -22,6 +23,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 EXPECTED = REPO / "tests" / "e2e" / "conformance-expected.json"
@@ -57,22 +59,23 @@ def _wait_listening(url: str, timeout: float = 20) -> None:
             time.sleep(0.05)
 
 
-def measure(command: list[str]) -> dict[str, list[str]]:
-    """The scenarios the server started by `command` passes directly, per revision."""
+def measure(command: list[str]) -> dict[str, dict[str, Any]]:
+    """The server started by `command`, directly, per revision: the scenarios it passes and their warnings."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     server = subprocess.Popen([*command, str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_listening(url)
-        passed = {}
+        measured = {}
         with tempfile.TemporaryDirectory() as scratch:
             for revision in REVISIONS:
                 outcome = Path(scratch) / f"{revision}.json"
                 subprocess.run([sys.executable, str(REPO / "scripts" / "conformance.py"), url,
                                 "--requirements", revision, "--json", str(outcome)], check=False,
                                stdout=subprocess.DEVNULL)
-                passed[revision] = json.loads(outcome.read_text())["passed"]
-        return passed
+                run = json.loads(outcome.read_text())
+                measured[revision] = {"passed": run["passed"], "warnings": run["warnings"]}
+        return measured
     finally:
         server.terminate()
         server.wait(timeout=10)
@@ -95,7 +98,8 @@ def main() -> None:
     expected = {"suite": suite, "direct": {shape: direct[shape] for shape in SHAPES if shape in direct}}
     EXPECTED.write_text(json.dumps(expected, indent=2) + "\n")
     for shape in shapes:
-        print(shape, ", ".join(f"{revision}: {len(passed)} passed" for revision, passed in direct[shape].items()))
+        print(shape, ", ".join(f"{revision}: {len(run['passed'])} passed, {len(run['warnings'])} warned"
+                               for revision, run in direct[shape].items()))
 
 
 if __name__ == "__main__":

@@ -1,11 +1,12 @@
 """The official MCP conformance suite's server scenarios, both requirement sets, through toolbridge.
 
 The suite runs need `scripts/conformance-setup.sh` (Node >= 22 in `.tools/`, the pinned suite in
-`.conformance/`) and are skipped without it. What each fixture passes directly is pinned in
-`conformance-expected.json` (refreshed by `scripts/conformance-expected.py`, not re-run here);
+`.conformance/`) and are skipped without it. What each fixture passes directly, and the warnings it gets,
+is pinned in `conformance-expected.json` (refreshed by `scripts/conformance-expected.py`, not re-run here);
 `toolbridge serve --transport http` in front of it (a stdio upstream, or a Streamable HTTP one) with
 `prefix: false` and `core: ["*"]` must pass every one of those scenarios, judged on each check's
-details, except the losses listed in `KNOWN_LOSSES` (and in docs/protocol-2026-07-28.md).
+details, except the losses listed in `KNOWN_LOSSES` (and in docs/protocol-2026-07-28.md), with no warning
+the fixture does not get directly.
 The fixtures are three shapes of server: the lowlevel `Server` (`conformance_fixture.py`, both eras,
 input-required rounds on 2026-07-28), `MCPServer` with its session helpers (`mcpserver_fixture.py`,
 whose tools ask the client over a back channel, as handshake-era servers do), and a server on the
@@ -18,7 +19,7 @@ import json
 import subprocess
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,11 @@ REVISIONS = ("2025-11-25", "2026-07-28")
 # lose it, why). Each is listed in docs/protocol-2026-07-28.md ("Conformance"); exact: a fix must
 # remove its entry.
 KNOWN_LOSSES: list[tuple[str, str, tuple[str, ...], str]] = []
+
+# Each fixture shape: the command that serves it over stdio, and over HTTP with `--http PORT` appended.
+SHAPES = {"lowlevel": [sys.executable, str(FIXTURE)], "mcpserver": [sys.executable, str(MCPSERVER_FIXTURE)],
+          "mcpserver-in-band": [sys.executable, str(MCPSERVER_FIXTURE), "--in-band"],
+          "typescript": [str(NODE), str(TS_FIXTURE)]}
 
 pytestmark = pytest.mark.anyio
 
@@ -74,7 +80,7 @@ async def test_fixture_serves_the_scenarios_over_stdio_in_both_eras(mode: str) -
             sampled = await client.call_tool("test_sampling", {"prompt": "Say hi"})
             elicited = await client.call_tool("test_elicitation", {"message": "Who are you?"})
     assert {"test_simple_text", "test_sampling", "test_elicitation_sep1330_enums", "json_schema_2020_12_tool",
-            "test_reconnection"} <= tools and len(tools) == 14 + len(mrtr_tools.TOOLS)
+            "test_reconnection"} <= tools and len(tools) == 14 + len(mrtr_tools.TOOLS) + len(TRIGGERS)
     assert prompts == {"test_simple_prompt", "test_prompt_with_arguments", "test_prompt_with_embedded_resource",
                        "test_prompt_with_image", mrtr_tools.PROMPT.name}
     assert [t.uri_template for t in templates] == ["test://template/{id}/data"]
@@ -99,6 +105,53 @@ async def test_the_typescript_fixture_serves_both_eras_over_stdio(mode: str) -> 
     assert _text(asked) == "Answered: capital_question"
 
 
+# Each list trigger of `server-stateless`, the entry it adds or removes, and the notification that says so.
+TRIGGERS = {"test_trigger_tool_change": ("test_tool_added_by_trigger", types.ToolListChangedNotification),
+            "test_trigger_prompt_change": ("test_prompt_added_by_trigger", types.PromptListChangedNotification)}
+
+
+async def _listed(client: Client) -> set[str]:
+    return ({tool.name for tool in (await client.list_tools()).tools}
+            | {prompt.name for prompt in (await client.list_prompts()).prompts})
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.parametrize("shape", ["lowlevel", pytest.param("typescript", marks=pytest.mark.skipif(
+    not NODE.exists(), reason="no Node in .tools/: run scripts/conformance-setup.sh"))])
+async def test_a_list_trigger_changes_its_list_and_says_so_in_both_eras(shape: str, mode: str) -> None:
+    """Each call toggles one entry, so a proxy in front has a real change to carry: announced on the connection
+    (handshake era) or on a listen stream (2026-07-28; the SDK hands its frames to the message handler too)."""
+    heard: dict[type, anyio.Event] = {}
+
+    async def on_message(message: Any) -> None:
+        if type(message) in heard:
+            heard[type(message)].set()
+
+    command, *args = SHAPES[shape]
+    params = StdioServerParameters(command=command, args=args)
+    with anyio.fail_after(20):
+        async with Client(stdio_client(params, errlog=sys.stderr), mode=mode, message_handler=on_message) as client, \
+                AsyncExitStack() as stack:
+            if mode == "auto":
+                await stack.enter_async_context(client.listen(tools_list_changed=True, prompts_list_changed=True))
+            assert not {added for added, _ in TRIGGERS.values()} & await _listed(client)
+            for trigger, (added, notification) in TRIGGERS.items():
+                for present in (True, False):
+                    heard[notification] = anyio.Event()
+                    await client.call_tool(trigger, {})
+                    await heard[notification].wait()
+                    assert (added in await _listed(client)) is present, (trigger, present)
+            heard[types.ToolListChangedNotification] = anyio.Event()
+            await client.call_tool("test_trigger_tool_change", {})
+            await heard[types.ToolListChangedNotification].wait()
+            added_tool = await client.call_tool("test_tool_added_by_trigger", {})
+            await client.call_tool("test_trigger_prompt_change", {})
+            added_prompt = await client.get_prompt("test_prompt_added_by_trigger")
+    assert _text(added_tool) == "Added by test_trigger_tool_change."
+    assert isinstance(added_prompt.messages[0].content, types.TextContent)
+    assert added_prompt.messages[0].content.text == "Added by test_trigger_prompt_change."
+
+
 needs_suite = pytest.mark.skipif(not (SUITE / "package.json").exists(),
                                  reason="conformance suite not in .conformance/: run scripts/conformance-setup.sh")
 
@@ -108,6 +161,11 @@ async def _run_suite(url: str, revision: str, outcome: Path) -> tuple[dict[str, 
         done = await anyio.run_process([sys.executable, str(SCRIPT), url, "--requirements", revision,
                                         "--json", str(outcome), "--timeout", "120"], check=False)
     return json.loads(outcome.read_text()), done.stdout.decode()
+
+
+def _warned(run: dict[str, Any]) -> set[tuple[str, str]]:
+    """Each (scenario, check) of a run that ended in a warning."""
+    return {(scenario, check) for scenario, checks in run["warnings"].items() for check in checks}
 
 
 def _fixture_upstream(config_dir: Path, target: dict[str, Any]) -> Path:
@@ -132,14 +190,8 @@ def test_the_fixtures_together_pass_every_scored_scenario_of_both_sets() -> None
     from conformance import scored
 
     for revision in REVISIONS:
-        passed = set().union(*(sets[revision] for sets in EXPECTED.values()))
+        passed = set().union(*(sets[revision]["passed"] for sets in EXPECTED.values()))
         assert passed == set(scored(REPO / ".conformance", revision)), revision
-
-
-# Each fixture shape: the command that serves it over stdio, and over HTTP with `--http PORT` appended.
-SHAPES = {"lowlevel": [sys.executable, str(FIXTURE)], "mcpserver": [sys.executable, str(MCPSERVER_FIXTURE)],
-          "mcpserver-in-band": [sys.executable, str(MCPSERVER_FIXTURE), "--in-band"],
-          "typescript": [str(NODE), str(TS_FIXTURE)]}
 
 
 @asynccontextmanager
@@ -182,6 +234,9 @@ async def test_nothing_that_passes_directly_fails_through_toolbridge(shape: str,
             for revision in REVISIONS:
                 tg.start_soon(through_toolbridge, revision)
     for revision, (proxied, output) in runs.items():
-        lost = set(EXPECTED[shape][revision]) - set(proxied["passed"])
+        direct = EXPECTED[shape][revision]
+        lost = set(direct["passed"]) - set(proxied["passed"])
         known = {name for rev, name, shapes, _ in KNOWN_LOSSES if rev == revision and shape in shapes}
         assert lost == known, (revision, output)
+        # A SHOULD the fixture meets directly is not lost either: no check warns through toolbridge only.
+        assert _warned(proxied) - _warned(direct) == set(), (revision, output)

@@ -24,14 +24,17 @@ import anyio
 from mcp import MCPError, types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
+from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.shared.message import ServerMessageMetadata
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 try:
     from servers import mrtr_tools
+    from servers.list_triggers import ListChanges
 except ImportError:  # run as a script: tests/servers/ is on sys.path
     import mrtr_tools  # type: ignore[no-redef]
+    from list_triggers import ListChanges  # type: ignore[no-redef]
 
 # A 1x1 PNG and a silent WAV: the smallest valid payloads of each kind.
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
@@ -123,11 +126,13 @@ async def _ask(ctx: Context, params: Params, request: types.InputRequest, answer
 
 
 class Fixture:
-    """The fixture's per-process state: log levels per connection and resource subscriptions."""
+    """The fixture's per-process state: log levels per connection, resource subscriptions, the lists the
+    triggers change."""
 
     def __init__(self) -> None:
         self.log_levels: dict[str, types.LoggingLevel] = {}
         self.subscriptions: set[str] = set()
+        self.changes = ListChanges()
 
     @staticmethod
     def connection_key(ctx: Context) -> str:
@@ -358,13 +363,17 @@ def build_server(fixture: Fixture | None = None) -> Server:
     fixture = fixture or Fixture()
     tools = _tools(fixture)
 
+    changes = fixture.changes
+
     async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[tool for tool, _ in tools.values()])
+        changes.reader(fixture.connection_key(ctx), ctx)
+        return types.ListToolsResult(tools=[tool for tool, _ in {**tools, **changes.tools()}.values()])
 
     async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> ToolResult:
-        if params.name not in tools:
+        listed = {**tools, **changes.tools()}
+        if params.name not in listed:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
-        return await tools[params.name][1](ctx, params)
+        return await listed[params.name][1](ctx, params)
 
     async def list_resources(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
         return types.ListResourcesResult(resources=[*(resource for resource, _ in STATIC_RESOURCES.values()),
@@ -389,12 +398,15 @@ def build_server(fixture: Fixture | None = None) -> Server:
         return types.EmptyResult()
 
     async def list_prompts(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
-        return types.ListPromptsResult(prompts=list(PROMPTS.values()))
+        changes.reader(fixture.connection_key(ctx), ctx)
+        return types.ListPromptsResult(prompts=[*PROMPTS.values(), *changes.prompts()])
 
     async def on_get_prompt(ctx: Context, params: types.GetPromptRequestParams
                             ) -> types.GetPromptResult | types.InputRequiredResult:
         if params.name == mrtr_tools.PROMPT.name:
             return mrtr_tools.get_prompt(params)
+        if params.name in {prompt.name for prompt in changes.prompts()}:
+            return changes.added_prompt()
         return get_prompt(params.name, params.arguments or {})
 
     async def complete(ctx: Context, params: types.CompleteRequestParams) -> types.CompleteResult:
@@ -415,6 +427,7 @@ def build_server(fixture: Fixture | None = None) -> Server:
             on_read_resource=on_read, on_subscribe_resource=subscribe, on_unsubscribe_resource=unsubscribe,
             on_list_prompts=list_prompts, on_get_prompt=on_get_prompt,
             on_completion=complete, on_set_logging_level=set_level,
+            on_subscriptions_listen=ListenHandler(changes.bus),
         )
 
 

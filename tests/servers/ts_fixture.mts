@@ -31,14 +31,16 @@ import {
 } from '@modelcontextprotocol/server';
 import { serveStdio } from '@modelcontextprotocol/server/stdio';
 
+import { onListChange, registerListTriggers } from './ts_list_triggers.mts';
 import { register, states } from './ts_scenarios.mts';
 
 /**
  * One server instance for one serving unit (a stdio connection, a handshake-era HTTP session, or one
  * 2026-07-28 HTTP request). Logging levels and resource subscriptions exist only in the handshake era
- * (2026-07-28 removed `logging/setLevel` and `resources/subscribe`), so only that era declares them.
+ * (2026-07-28 removed `logging/setLevel` and `resources/subscribe`), so only that era declares them. An
+ * instance built for one HTTP request (`requestInfo`) does not follow the list triggers: the next is built anew.
  */
-function build({ era }: Pick<McpRequestContext, 'era'>): McpServer {
+function build({ era, requestInfo }: Pick<McpRequestContext, 'era' | 'requestInfo'>): McpServer {
     const legacy = era === 'legacy';
     const server = new McpServer(
         { name: 'ts-conformance-fixture', version: '1.0.0' },
@@ -48,6 +50,7 @@ function build({ era }: Pick<McpRequestContext, 'era'>): McpServer {
         }
     );
     register(server);
+    registerListTriggers(server, requestInfo === undefined);
     if (legacy) {
         const subscriptions = new Set<string>();
         server.server.setRequestHandler('resources/subscribe', request => {
@@ -90,6 +93,7 @@ function jsonError(status: number, code: number, message: string): Response {
 /** The `/mcp` endpoint: localhost Host and Origin only (DNS rebinding), then each era to its own serving. */
 function httpEndpoint(): (request: Request) => Promise<Response> {
     const modern = createMcpHandler(build, { legacy: 'reject' });
+    onListChange(kind => (kind === 'tools' ? modern.notify.toolsChanged() : modern.notify.promptsChanged()));
     const sessions = new Map<string, WebStandardStreamableHTTPServerTransport>();
     const events = new MemoryEventStore();
 
