@@ -34,12 +34,14 @@ from proxy.upstream.fleet._backoff import next_delay
 from proxy.upstream.fleet._handshake_connection import HandshakeConnection
 from proxy.upstream.fleet._member import STARTABLE, Member, UpstreamState
 from proxy.upstream.fleet._publisher import Publisher, ToolSink
+from proxy.upstream.fleet._relisting import RelistBudget
 from proxy.upstream.fleet._settings import FleetSettings
 from proxy.upstream.oauth import Consent
 
 logger = logging.getLogger(__name__)
 
-REFRESH_INTERVAL = 1.0  # at least this long between two re-listings of one server
+REFRESH_INTERVAL = 1.0  # beyond the burst, at least this long between two re-listings of one server
+REFRESH_BURST = 3  # re-listings in a row after a quiet spell (the listing on connect is one)
 
 
 class Supervisor:
@@ -201,7 +203,9 @@ class Supervisor:
         """Re-list on change, ping when quiet, stop when idle or to reconnect in the handshake era (True); raise
         when the connection is gone."""
         signals = conn.signals
-        pinged = refreshed = anyio.current_time()  # the listing on connect counts as a refresh
+        pinged = anyio.current_time()
+        relisting = RelistBudget(burst=REFRESH_BURST, interval=REFRESH_INTERVAL, now=pinged)
+        relisting.spend(pinged)  # the listing on connect
         while True:
             now = anyio.current_time()
             limit = up.idle_limit
@@ -213,9 +217,10 @@ class Supervisor:
             due = pinged + self._settings.keepalive
             if limit is not None:  # busy: look again a little later
                 due = min(due, up.last_used + limit if up.pending == 0 else now + max(limit, 1.0))
-            held = signals.changed and now < refreshed + REFRESH_INTERVAL
-            if held:  # re-listing re-names the whole fleet: a storm of list_changed is merged into one a second
-                due = min(due, refreshed + REFRESH_INTERVAL)
+            allowed = relisting.next_at(now)
+            held = signals.changed and now < allowed
+            if held:  # re-listing re-names the whole fleet: past the burst, a storm is merged into one a second
+                due = min(due, allowed)
             await signals.wait(max(0.0, due - now), changes=not held)
             if signals.lost and up.handshake_only and conn.modern:  # `Member.with_back_channel`: no failure
                 up.connection, up.handshake, up.connected_since = None, None, None  # not counted as a restart
@@ -223,10 +228,11 @@ class Supervisor:
                 return True
             if signals.lost:
                 raise UpstreamUnavailable(up.name, "connection lost (server exited or went away)")
-            if signals.changed and anyio.current_time() >= refreshed + REFRESH_INTERVAL:
+            now = anyio.current_time()
+            if signals.changed and relisting.next_at(now) <= now:
+                relisting.spend(now)
                 await self._publisher.refresh(up, conn)
-                refreshed = anyio.current_time()
-            elif anyio.current_time() >= pinged + self._settings.keepalive:
+            elif now >= pinged + self._settings.keepalive:
                 await conn.keepalive(self._settings.keepalive_timeout)
                 pinged = anyio.current_time()
 
