@@ -36,6 +36,13 @@ def test_the_burst_refills_one_per_interval_and_no_further() -> None:
     assert budget.next_at(100.0) == 101.0  # a long quiet spell saved no more than the burst
 
 
+def test_an_interval_of_zero_limits_nothing() -> None:
+    budget = RelistBudget(burst=1, interval=0.0, now=0.0)
+    for _ in range(5):
+        assert budget.next_at(1.0) == 1.0
+        budget.spend(1.0)
+
+
 @given(st.lists(st.floats(min_value=0, max_value=5), min_size=1, max_size=60))
 def test_a_storm_is_relisted_no_faster_than_one_per_interval_beyond_the_burst(gaps: list[float]) -> None:
     """Whatever the changes' timing, re-listing as soon as allowed: in any window of T seconds, at most

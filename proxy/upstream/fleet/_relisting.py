@@ -8,6 +8,8 @@ change after a quiet spell, and the next one right after it, are listed at once.
 
 from __future__ import annotations
 
+import math
+
 __all__ = ["RelistBudget"]
 
 
@@ -21,7 +23,8 @@ class RelistBudget:
         self._at = now
 
     def _refill(self, now: float) -> None:
-        self._tokens = min(self._burst, self._tokens + (now - self._at) / self._interval)
+        refilled = (now - self._at) / self._interval if self._interval > 0 else math.inf  # 0: no limit
+        self._tokens = min(self._burst, self._tokens + refilled)
         self._at = now
 
     def next_at(self, now: float) -> float:
