@@ -215,6 +215,7 @@ class _Reference:
     def __init__(self, servers: dict[str, list[SearchDoc]]) -> None:
         self.tfs: dict[str, dict[str, tuple[int, ...]]] = {}
         self.lengths: dict[str, tuple[int, ...]] = {}
+        self.servers = {server: [d.name for d in docs] for server, docs in servers.items()}
         for docs in servers.values():
             boilerplate, acronyms = documents.server_boilerplate(docs), documents.name_acronyms(docs)
             for d in docs:
@@ -237,14 +238,30 @@ class _Reference:
                     scores[name] = scores.get(name, 0.0) + idf * (tf * (ranking.k1 + 1) / (tf + ranking.k1))
         return scores
 
+    def server_evidence(self, terms: dict[str, float], names: list[str]) -> float:
+        """Per query term, the share of the server's tools that have it times its idf over servers."""
+        total = 0.0
+        for term, qtf in terms.items():
+            spread = sum(any(term in self.tfs[n] for n in others) for others in self.servers.values())
+            if spread:
+                idf = qtf * math.log(1 + (len(self.servers) - spread + 0.5) / (spread + 0.5))
+                total += idf * sum(term in self.tfs[n] for n in names)
+        return total / max(len(names), 1)
+
     def search(self, index: SearchIndex, query: str, limit: int, scope: Collection[str] | None) -> list[str]:
         """Every match boosted by name coverage, then sorted: no pruning at all."""
         terms = index._query_terms(query)
         exact = index.exact(query, scope)
         long_query = max(1, sum(w >= 1 for w in terms.values()))
         weight = search.RANKING.name_coverage * min(1.0, search.COVERAGE_WORDS / long_query)
+        scores = self.scores(terms, scope)
+        for names in self.servers.values():
+            evidence = self.server_evidence(terms, names)
+            for name in names:
+                if name in scores:
+                    scores[name] += search.RANKING.server_evidence * evidence
         boosted = {}
-        for name, score in self.scores(terms, scope).items():
+        for name, score in scores.items():
             name_terms = index._entries[name].name_terms
             covered = sum(min(1.0, terms.get(t, 0.0)) for t in name_terms) / max(len(name_terms), 1)
             boosted[name] = score * (1 + weight * covered)
