@@ -32,8 +32,8 @@ class Ranking:
     The values a request names (`split_values`) count apart from its words: a path's or an e-mail address's words
     at `literals` (the words saying what kind of file it is at 1: "xlsx" says Excel), a URL's at 1, quoted
     text's at `quoted`, and the kind of a URL or path ("url", "file") as a query term at `value_kinds`.
-    `server_evidence` weighs what a tool's server says (`_server_evidence`) in the lexical ranking (`search`) only,
-    not in the fused ranking's lexical leg."""
+    `server_evidence` weighs what a tool's server says (`_server_evidence`) in the lexical ranking (`search`),
+    `fused_server_evidence` in the fused ranking's lexical leg (`scored`)."""
 
     weights: tuple[float, ...] = (3.0, 2.0, 3.0, 1.0, 1.0, 0.25)
     b: tuple[float, ...] = (0.3, 0.0, 0.5, 0.75, 0.5, 0.75)
@@ -45,6 +45,7 @@ class Ranking:
     quoted: float = 0.5
     value_kinds: float = 0.25
     server_evidence: float = 0.75
+    fused_server_evidence: float = 0.5
 
 
 RANKING = Ranking()
@@ -220,7 +221,7 @@ class SearchIndex:
         first. Unlike `search`, a long request's clauses are balanced (`balance_clauses`): cross-validation
         favoured that beside the semantic leg, which matches each clause on its own, and not without it."""
         terms = balance_clauses(self._query_terms(query), query, self.ranking.clause_balance)
-        return self._top(terms, limit, scope, exact)
+        return self._top(terms, limit, scope, exact, self.ranking.fused_server_evidence)
 
     def _top(
         self, terms: dict[str, float], limit: int, scope: Collection[str] | None, exact: Collection[str],
