@@ -50,6 +50,12 @@ def test_tokenize_stems_and_splits_camel_case() -> None:
     assert tokenize("HTTPServer get_issue-list.v2") == ["http", "server", "get", "issu", "list", "v2"]
 
 
+def test_news_is_not_new() -> None:
+    """Porter2's invariant words stay whole: "news" would otherwise meet every "Create a new ..." tool."""
+    assert tokenize("news new newest") == ["news", "new", "newest"]
+    assert tokenize("atlas bias cosmos") == ["atlas", "bias", "cosmos"]
+
+
 def test_stemming_matches_inflections(index: SearchIndex) -> None:
     assert index.search("creating issues", limit=1) == ["github__create_issue"]
 
