@@ -146,6 +146,18 @@ def test_update_matches_fresh_build(index: SearchIndex) -> None:
         assert index.search(query, limit=10) == fresh.search(query, limit=10)
 
 
+def test_a_server_s_evidence_counts_only_the_tools_a_session_can_see() -> None:
+    """A word only a hidden tool of the server has adds nothing to a visible tool's score in a scoped search."""
+    index = SearchIndex()
+    index.set_server("s", [doc("s", "alpha", "Alpha report"), doc("s", "hidden", "Secret payroll export")])
+    index.set_server("t", [doc("t", "beta", "Beta report")])
+    scope = frozenset({"s__alpha", "t__beta"})
+    assert index.search_scored("report payroll", limit=5, scope=scope) == index.search_scored(
+        "report", limit=5, scope=scope)
+    unscoped = dict(index.search_scored("report payroll", limit=5))
+    assert unscoped["s__alpha"] > dict(index.search_scored("report", limit=5))["s__alpha"]
+
+
 def test_limit_zero_and_empty_index() -> None:
     assert SearchIndex().search("anything", limit=5) == []
 
@@ -245,7 +257,8 @@ class _Reference:
         return scores
 
     def server_evidence(self, terms: dict[str, float], names: list[str]) -> float:
-        """Per query term, the share of the server's tools that have it times its idf over servers."""
+        """Per query term, the share of the server's tools (`names`, those in scope) that have it times its idf
+        over servers (all of them)."""
         total = 0.0
         for term, qtf in terms.items():
             spread = sum(any(term in self.tfs[n] for n in others) for others in self.servers.values())
@@ -262,7 +275,7 @@ class _Reference:
         weight = search.RANKING.name_coverage * min(1.0, search.COVERAGE_WORDS / long_query)
         scores = self.scores(terms, scope)
         for names in self.servers.values():
-            evidence = self.server_evidence(terms, names)
+            evidence = self.server_evidence(terms, [n for n in names if scope is None or n in scope])
             for name in names:
                 if name in scores:
                     scores[name] += search.RANKING.server_evidence * evidence

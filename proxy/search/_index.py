@@ -330,27 +330,34 @@ class SearchIndex:
                 idf = qtf * math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
                 plan.append((idf, ids, impacts))
         scores = postings.accumulate(plan, self._docs.capacity)
+        mask = self._scope_mask(scope) if scope is not None else None
         if servers:
-            scores += servers * self._server_evidence(terms, scores)
-        if scope is not None:
-            scores *= self._scope_mask(scope)
+            scores += servers * self._server_evidence(terms, scores, mask)
+        if mask is not None:
+            scores *= mask
         return scores
 
-    def _server_evidence(self, terms: dict[str, float], scores: postings.Floats) -> postings.Floats:
+    def _server_evidence(
+        self, terms: dict[str, float], scores: postings.Floats, mask: npt.NDArray[np.bool_] | None
+    ) -> postings.Floats:
         """What each matched tool's server says about the request: per query term, the share of the server's tools
         that have it times its idf over servers. A request describing content ("find articles about space
         exploration") then reaches the server most of whose tools are about it (a web search) rather than the tool
-        of another server whose name is the request's generic verb (`find`); every weight comes from the catalog."""
+        of another server whose name is the request's generic verb (`find`); every weight comes from the catalog.
+        Within a scope (`mask`) only the tools in it count: a session's ranking says nothing of tools it cannot see."""
         n_servers = len(self._blocks)
-        sizes = self._server_sizes
         servers = self._docs.servers[: self._docs.capacity]
-        per_server = np.zeros(len(sizes))
+        width = len(self._server_sizes)
+        sizes = self._server_sizes if mask is None else np.bincount(servers[mask], minlength=width)
+        per_server = np.zeros(width)
         for term, qtf in terms.items():
             if term in self._postings:
                 ids, _ = self._impacts(term)
+                if mask is not None:
+                    ids = ids[mask[ids]]
                 spread = self._postings[term]
                 idf = qtf * math.log(1 + (n_servers - spread + 0.5) / (spread + 0.5))
-                per_server += idf * np.bincount(servers[ids], minlength=len(sizes))
+                per_server += idf * np.bincount(servers[ids], minlength=width)
         per_server /= np.maximum(sizes, 1)
         return np.where(scores > 0, per_server[servers], 0.0)
 
