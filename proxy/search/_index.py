@@ -123,7 +123,7 @@ class SearchIndex:
         self.remove_server(server)
         number = self._server_numbers.setdefault(server, len(self._server_numbers))
         if number >= len(self._server_sizes):
-            self._server_sizes = np.resize(self._server_sizes, max(8, 2 * number))
+            self._server_sizes = np.concatenate([self._server_sizes, np.zeros(max(8, number + 1))])
         names: list[str] = []
         rows: dict[int, tuple[list[int], list[tuple[int, ...]]]] = defaultdict(lambda: ([], []))
         for doc, (tfs, lengths) in counted:

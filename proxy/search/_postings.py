@@ -55,7 +55,7 @@ class DocIds:
                 grown = np.zeros((max(64, 2 * len(self.lengths)), self.lengths.shape[1]), dtype=np.int32)
                 grown[: len(self.lengths)] = self.lengths
                 self.lengths = grown
-                self.servers = np.resize(self.servers, len(grown))
+                self.servers = np.concatenate([self.servers, np.zeros(len(grown) - len(self.servers), np.int32)])
         self.lengths[doc_id] = lengths
         self.servers[doc_id] = server
         return doc_id
