@@ -50,6 +50,12 @@ def test_tokenize_stems_and_splits_camel_case() -> None:
     assert tokenize("HTTPServer get_issue-list.v2") == ["http", "server", "get", "issu", "list", "v2"]
 
 
+def test_news_is_not_new() -> None:
+    """Porter2's invariant words stay whole: "news" would otherwise meet every "Create a new ..." tool."""
+    assert tokenize("news new newest") == ["news", "new", "newest"]
+    assert tokenize("atlas bias cosmos") == ["atlas", "bias", "cosmos"]
+
+
 def test_stemming_matches_inflections(index: SearchIndex) -> None:
     assert index.search("creating issues", limit=1) == ["github__create_issue"]
 
@@ -140,6 +146,18 @@ def test_update_matches_fresh_build(index: SearchIndex) -> None:
         assert index.search(query, limit=10) == fresh.search(query, limit=10)
 
 
+def test_a_server_s_evidence_counts_only_the_tools_a_session_can_see() -> None:
+    """A word only a hidden tool of the server has adds nothing to a visible tool's score in a scoped search."""
+    index = SearchIndex()
+    index.set_server("s", [doc("s", "alpha", "Alpha report"), doc("s", "hidden", "Secret payroll export")])
+    index.set_server("t", [doc("t", "beta", "Beta report")])
+    scope = frozenset({"s__alpha", "t__beta"})
+    assert index.search_scored("report payroll", limit=5, scope=scope) == index.search_scored(
+        "report", limit=5, scope=scope)
+    unscoped = dict(index.search_scored("report payroll", limit=5))
+    assert unscoped["s__alpha"] > dict(index.search_scored("report", limit=5))["s__alpha"]
+
+
 def test_limit_zero_and_empty_index() -> None:
     assert SearchIndex().search("anything", limit=5) == []
 
@@ -215,6 +233,7 @@ class _Reference:
     def __init__(self, servers: dict[str, list[SearchDoc]]) -> None:
         self.tfs: dict[str, dict[str, tuple[int, ...]]] = {}
         self.lengths: dict[str, tuple[int, ...]] = {}
+        self.servers = {server: [d.name for d in docs] for server, docs in servers.items()}
         for docs in servers.values():
             boilerplate, acronyms = documents.server_boilerplate(docs), documents.name_acronyms(docs)
             for d in docs:
@@ -237,14 +256,31 @@ class _Reference:
                     scores[name] = scores.get(name, 0.0) + idf * (tf * (ranking.k1 + 1) / (tf + ranking.k1))
         return scores
 
+    def server_evidence(self, terms: dict[str, float], names: list[str]) -> float:
+        """Per query term, the share of the server's tools (`names`, those in scope) that have it times its idf
+        over servers (all of them)."""
+        total = 0.0
+        for term, qtf in terms.items():
+            spread = sum(any(term in self.tfs[n] for n in others) for others in self.servers.values())
+            if spread:
+                idf = qtf * math.log(1 + (len(self.servers) - spread + 0.5) / (spread + 0.5))
+                total += idf * sum(term in self.tfs[n] for n in names)
+        return total / max(len(names), 1)
+
     def search(self, index: SearchIndex, query: str, limit: int, scope: Collection[str] | None) -> list[str]:
         """Every match boosted by name coverage, then sorted: no pruning at all."""
         terms = index._query_terms(query)
         exact = index.exact(query, scope)
         long_query = max(1, sum(w >= 1 for w in terms.values()))
         weight = search.RANKING.name_coverage * min(1.0, search.COVERAGE_WORDS / long_query)
+        scores = self.scores(terms, scope)
+        for names in self.servers.values():
+            evidence = self.server_evidence(terms, [n for n in names if scope is None or n in scope])
+            for name in names:
+                if name in scores:
+                    scores[name] += search.RANKING.server_evidence * evidence
         boosted = {}
-        for name, score in self.scores(terms, scope).items():
+        for name, score in scores.items():
             name_terms = index._entries[name].name_terms
             covered = sum(min(1.0, terms.get(t, 0.0)) for t in name_terms) / max(len(name_terms), 1)
             boosted[name] = score * (1 + weight * covered)

@@ -31,7 +31,9 @@ class Ranking:
     `b` are per field of FIELDS. `clause_balance` applies only to the fused ranking's lexical leg (`scored`).
     The values a request names (`split_values`) count apart from its words: a path's or an e-mail address's words
     at `literals` (the words saying what kind of file it is at 1: "xlsx" says Excel), a URL's at 1, quoted
-    text's at `quoted`, and the kind of a URL or path ("url", "file") as a query term at `value_kinds`."""
+    text's at `quoted`, and the kind of a URL or path ("url", "file") as a query term at `value_kinds`.
+    `server_evidence` weighs what a tool's server says (`_server_evidence`) in the lexical ranking (`search`),
+    `fused_server_evidence` in the fused ranking's lexical leg (`scored`)."""
 
     weights: tuple[float, ...] = (3.0, 2.0, 3.0, 1.0, 1.0, 0.25)
     b: tuple[float, ...] = (0.3, 0.0, 0.5, 0.75, 0.5, 0.75)
@@ -42,6 +44,8 @@ class Ranking:
     literals: float = 0.0
     quoted: float = 0.5
     value_kinds: float = 0.25
+    server_evidence: float = 0.75
+    fused_server_evidence: float = 0.5
 
 
 RANKING = Ranking()
@@ -70,6 +74,8 @@ class SearchIndex:
     def __init__(self, ranking: Ranking = RANKING) -> None:
         self.ranking = ranking
         self._servers: dict[str, list[str]] = {}
+        self._server_numbers: dict[str, int] = {}  # every server ever indexed, for `DocIds.servers`
+        self._server_sizes = np.zeros(0)  # tools per server number
         self._entries: dict[str, _Entry] = {}
         self._docs = postings.DocIds(len(FIELDS))
         self._postings: dict[str, int] = {}  # term -> how many servers have it
@@ -115,13 +121,16 @@ class SearchIndex:
         self, server: str, counted: list[tuple[SearchDoc, tuple[dict[str, tuple[int, ...]], tuple[int, ...]]]]
     ) -> None:
         self.remove_server(server)
+        number = self._server_numbers.setdefault(server, len(self._server_numbers))
+        if number >= len(self._server_sizes):
+            self._server_sizes = np.concatenate([self._server_sizes, np.zeros(max(8, number + 1))])
         names: list[str] = []
         rows: dict[int, tuple[list[int], list[tuple[int, ...]]]] = defaultdict(lambda: ([], []))
         for doc, (tfs, lengths) in counted:
             if doc.name in self._entries:  # another server's tool by that name is indexed already
                 continue
             name_terms = tuple(t for t, f in tfs.items() if f[0])
-            doc_id = self._docs.add(doc.name, lengths)
+            doc_id = self._docs.add(doc.name, lengths, number)
             self._entries[doc.name] = _Entry(doc.raw_name, name_terms, doc_id)
             self._add_lengths(lengths, 1)
             for term, tf in tfs.items():
@@ -138,6 +147,7 @@ class SearchIndex:
             self._arrays.discard(term)
         self._blocks[server] = postings.Block(rows, len(FIELDS))
         self._servers[server] = names
+        self._server_sizes[number] = len(names)
 
     def _term_id(self, term: str) -> int:
         term_id = self._term_ids.get(term)
@@ -155,6 +165,8 @@ class SearchIndex:
             self._postings[term] -= 1
             if not self._postings[term]:
                 del self._postings[term]
+        if server in self._servers:
+            self._server_sizes[self._server_numbers[server]] = 0
         for name in self._servers.pop(server, []):
             entry = self._entries.pop(name)
             self._add_lengths(tuple(self._docs.lengths[entry.doc_id].tolist()), -1)
@@ -199,7 +211,8 @@ class SearchIndex:
             return []
         exact = self.exact(query, scope)
         named: list[tuple[str, float | None]] = [(name, None) for name in exact]
-        return (named + list(self._top(self._query_terms(query), limit, scope, exact)))[:limit]
+        servers = self.ranking.server_evidence
+        return (named + list(self._top(self._query_terms(query), limit, scope, exact, servers)))[:limit]
 
     def scored(
         self, query: str, *, limit: int, scope: Collection[str] | None = None, exact: Collection[str] = ()
@@ -208,14 +221,15 @@ class SearchIndex:
         first. Unlike `search`, a long request's clauses are balanced (`balance_clauses`): cross-validation
         favoured that beside the semantic leg, which matches each clause on its own, and not without it."""
         terms = balance_clauses(self._query_terms(query), query, self.ranking.clause_balance)
-        return self._top(terms, limit, scope, exact)
+        return self._top(terms, limit, scope, exact, self.ranking.fused_server_evidence)
 
     def _top(
-        self, terms: dict[str, float], limit: int, scope: Collection[str] | None, exact: Collection[str]
+        self, terms: dict[str, float], limit: int, scope: Collection[str] | None, exact: Collection[str],
+        servers: float = 0.0,
     ) -> list[tuple[str, float]]:
         if limit <= 0 or not self._entries:
             return []
-        scores = self._score(terms, scope)
+        scores = self._score(terms, scope, servers)
         for name in exact:
             scores[self._entries[name].doc_id] = 0.0
         return sorted(self._cover(scores, terms, limit).items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
@@ -304,8 +318,9 @@ class SearchIndex:
             self._impacts_cache.put(term, cached)
         return cached
 
-    def _score(self, terms: dict[str, float], scope: Collection[str] | None) -> postings.Floats:
-        """BM25F score per document id (zero for documents out of scope or sharing no query term)."""
+    def _score(self, terms: dict[str, float], scope: Collection[str] | None, servers: float = 0.0) -> postings.Floats:
+        """BM25F score per document id (zero for documents out of scope or sharing no query term), plus
+        `servers` x its server's evidence (`_server_evidence`)."""
         n_docs = len(self._entries)
         plan = []
         for term, qtf in terms.items():
@@ -315,9 +330,36 @@ class SearchIndex:
                 idf = qtf * math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
                 plan.append((idf, ids, impacts))
         scores = postings.accumulate(plan, self._docs.capacity)
-        if scope is not None:
-            scores *= self._scope_mask(scope)
+        mask = self._scope_mask(scope) if scope is not None else None
+        if servers:
+            scores += servers * self._server_evidence(terms, scores, mask)
+        if mask is not None:
+            scores *= mask
         return scores
+
+    def _server_evidence(
+        self, terms: dict[str, float], scores: postings.Floats, mask: npt.NDArray[np.bool_] | None
+    ) -> postings.Floats:
+        """What each matched tool's server says about the request: per query term, the share of the server's tools
+        that have it times its idf over servers. A request describing content ("find articles about space
+        exploration") then reaches the server most of whose tools are about it (a web search) rather than the tool
+        of another server whose name is the request's generic verb (`find`); every weight comes from the catalog.
+        Within a scope (`mask`) only the tools in it count: a session's ranking says nothing of tools it cannot see."""
+        n_servers = len(self._blocks)
+        servers = self._docs.servers[: self._docs.capacity]
+        width = len(self._server_sizes)
+        sizes = self._server_sizes if mask is None else np.bincount(servers[mask], minlength=width)
+        per_server = np.zeros(width)
+        for term, qtf in terms.items():
+            if term in self._postings:
+                ids, _ = self._impacts(term)
+                if mask is not None:
+                    ids = ids[mask[ids]]
+                spread = self._postings[term]
+                idf = qtf * math.log(1 + (n_servers - spread + 0.5) / (spread + 0.5))
+                per_server += idf * np.bincount(servers[ids], minlength=width)
+        per_server /= np.maximum(sizes, 1)
+        return np.where(scores > 0, per_server[servers], 0.0)
 
     def _scope_mask(self, scope: Collection[str]) -> npt.NDArray[np.bool_]:
         """The scope as a document mask; a frozenset's (a session view's) is kept until the index changes."""

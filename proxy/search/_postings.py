@@ -36,13 +36,14 @@ class DocIds:
         self.names: list[str] = []  # "" marks a free id
         self._free: list[int] = []
         self.lengths = np.zeros((0, n_fields), dtype=np.int32)
+        self.servers = np.zeros(0, dtype=np.int32)  # each id's server number (`SearchIndex` numbers servers)
 
     @property
     def capacity(self) -> int:
         """Ids handed out so far, free or not: the length of every per-document array."""
         return len(self.names)
 
-    def add(self, name: str, lengths: Sequence[int]) -> int:
+    def add(self, name: str, lengths: Sequence[int], server: int) -> int:
         """An id for `name`, a freed one first so arrays do not grow with churn."""
         if self._free:
             doc_id = self._free.pop()
@@ -54,7 +55,9 @@ class DocIds:
                 grown = np.zeros((max(64, 2 * len(self.lengths)), self.lengths.shape[1]), dtype=np.int32)
                 grown[: len(self.lengths)] = self.lengths
                 self.lengths = grown
+                self.servers = np.concatenate([self.servers, np.zeros(len(grown) - len(self.servers), np.int32)])
         self.lengths[doc_id] = lengths
+        self.servers[doc_id] = server
         return doc_id
 
     def remove(self, doc_id: int) -> None:

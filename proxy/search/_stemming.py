@@ -89,10 +89,16 @@ def _replace(w: str, rules: tuple[tuple[str, str], ...], min_m: int) -> str:
     return w
 
 
+# Words Porter2 (Snowball English, Porter's successor) leaves as they are: Porter's rules make "news" "new", which
+# every "Create a new ..." description has, so a request for news found tools that create things (issue 30).
+INVARIANT = frozenset({"sky", "news", "howe", "atlas", "cosmos", "bias", "andes"})
+
+
 @functools.lru_cache(maxsize=65536)
 def stem(w: str) -> str:
-    """Porter (1980) stemming, so "creating", "created", "creates" and "create" meet."""
-    if len(w) <= 2:
+    """Porter (1980) stemming, so "creating", "created", "creates" and "create" meet; Porter2's invariant words
+    stay as they are."""
+    if len(w) <= 2 or w in INVARIANT:
         return w
     if w.endswith("sses") or w.endswith("ies"):
         w = w[:-2]
