@@ -444,6 +444,8 @@ def test_a_multi_step_request_ranks_a_tool_for_each_step() -> None:
 def test_a_short_request_or_one_of_a_single_step_is_ranked_as_before() -> None:
     assert clauses.steps_of("write the monthly targets into A1:M2, then add a pivot table") == []  # < 10 words
     assert len(clauses.steps_of(EXCEL_TASK + " Thanks")) == 3  # a clause of one content word is no step
+    many = ", ".join(f"create issue {n} in the repo" for n in range(3000))
+    assert clauses.steps_of(many) == [f"create issue {n} in the repo" for n in range(clauses.MAX_STEPS)]
     one_step = ("add a pivot table summarising the monthly sales targets of each product line for every region "
                 "in the country")
     assert len(clauses.steps_of(one_step)) == 1

@@ -16,9 +16,11 @@ from proxy.text import split_clauses
 
 BALANCE_MIN_WORDS = 6  # content words a request needs before its clauses are balanced
 # A request is taken as steps as the semantic leg takes its aspects (`_semantic.aspects`): ten content words or
-# more, and each clause of two or more is a step.
+# more, and each clause of two or more is a step, the first `MAX_STEPS` of them (each step is one more ranking, so a
+# request of thousands of clauses costs at most 16).
 STEP_MIN_WORDS = 10
 STEP_CLAUSE_WORDS = 2
+MAX_STEPS = 15
 
 
 def balance_clauses(terms: dict[str, float], query: str, balance: float) -> dict[str, float]:
@@ -38,10 +40,10 @@ def balance_clauses(terms: dict[str, float], query: str, balance: float) -> dict
 
 
 def steps_of(query: str) -> list[str]:
-    """The clauses of a long request that can name a step (`STEP_MIN_WORDS`, `STEP_CLAUSE_WORDS`)."""
+    """The clauses of a long request that can name a step (`STEP_MIN_WORDS`, `STEP_CLAUSE_WORDS`, `MAX_STEPS`)."""
     if content_words(query) < STEP_MIN_WORDS:
         return []
-    return [clause for clause in split_clauses(query) if content_words(clause) >= STEP_CLAUSE_WORDS]
+    return [clause for clause in split_clauses(query) if content_words(clause) >= STEP_CLAUSE_WORDS][:MAX_STEPS]
 
 
 def diversify(
