@@ -247,7 +247,8 @@ class SearchIndex:
     ) -> list[tuple[str, float]]:
         """The fused ranking's lexical leg: the best `limit` tools other than `exact` with their scores, best
         first. Unlike `search`, a long request's clauses are balanced (`balance_clauses`): cross-validation
-        favoured that beside the semantic leg, which matches each clause on its own, and not without it."""
+        favoured that beside the semantic leg, which matches each clause on its own, and not without it (`search`
+        covers a multi-step request's steps one by one instead, `_diversified`)."""
         terms = balance_clauses(self._query_terms(query), query, self.ranking.clause_balance)
         return self._top(terms, limit, scope, exact, self.ranking.fused_server_evidence)
 
