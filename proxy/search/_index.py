@@ -208,7 +208,8 @@ class SearchIndex:
     def search_scored(
         self, query: str, *, limit: int, scope: Collection[str] | None = None
     ) -> list[tuple[str, float | None]]:
-        """`search` with each tool's BM25F score; None for a tool the query names exactly (it leads unscored)."""
+        """`search` with each tool's BM25F score (a multi-step request's: its gain, `_diversified`); None for a tool
+        the query names exactly (it leads unscored)."""
         if limit <= 0 or not self._entries:
             return []
         exact = self.exact(query, scope)
