@@ -44,8 +44,8 @@ ROOMS: dict[str, tuple[str, ...]] = {
 KNOWS_THE_FLEET = ("ops", "app", "cli")
 # Pure code: data to data, no network, processes or event loop (STYLE.md "Pure code").
 PURE = ("names.py", "text.py", "overrides.py", "toolsets.py", "listing.py", "surface.py", "config/_models.py",
-        "config/_loading.py", "config/_importer.py", "search/_index.py", "search/_postings.py", "search/_stemming.py",
-        "search/_synonyms.py", "downstream/calls/_arguments.py")
+        "config/_loading.py", "config/_importer.py", "search/_index.py", "search/_clauses.py", "search/_postings.py",
+        "search/_stemming.py", "search/_synonyms.py", "downstream/calls/_arguments.py")
 IO_LIBRARIES = ("socket", "ssl", "subprocess", "asyncio", "anyio", "httpx2", "uvicorn", "starlette", "mcp.client",
                 "mcp.server")
 

@@ -11,6 +11,7 @@ import pytest
 
 from bench.search_eval import catalogs_dir, load_catalog, load_queries
 from proxy.search import SearchDoc, SearchIndex, doc_from_tool, tokenize
+from proxy.search import _clauses as clauses
 from proxy.search import _documents as documents
 from proxy.search import _index as search
 from proxy.search import _postings as postings
@@ -369,17 +370,17 @@ def test_balancing_clauses_weighs_a_short_step_like_a_long_one() -> None:
     request = "list the open merge requests of the infra terraform project, then approve it"
     terms = {stem(w): 1.0 for w in ("list", "open", "merge", "requests", "infra", "terraform", "project", "approve")}
     terms["pull"] = 0.3  # a synonym: from no clause word
-    balanced = search.balance_clauses(terms, request, 0.5)
+    balanced = clauses.balance_clauses(terms, request, 0.5)
     assert balanced[stem("approve")] == 1.0  # the shortest clause keeps its weight
     assert balanced[stem("terraform")] == pytest.approx(7**-0.5)  # a clause of 7 content words
     assert balanced["pull"] == 0.3
-    assert search.balance_clauses(terms, "approve the terraform one, then list", 0.5) == terms  # too short
-    assert search.balance_clauses(terms, request, 0.0) == terms
+    assert clauses.balance_clauses(terms, "approve the terraform one, then list", 0.5) == terms  # too short
+    assert clauses.balance_clauses(terms, request, 0.0) == terms
 
 
 def test_a_word_in_two_clauses_counts_at_its_shorter_clause() -> None:
     request = "find the failing deploy job of the nightly pipeline run, then rerun the job"
-    balanced = search.balance_clauses({stem("job"): 1.0, stem("nightly"): 1.0}, request, 0.5)
+    balanced = clauses.balance_clauses({stem("job"): 1.0, stem("nightly"): 1.0}, request, 0.5)
     assert balanced[stem("job")] == 1.0  # also in "rerun the job", the shortest clause
     assert balanced[stem("nightly")] == pytest.approx(7**-0.5 / 2**-0.5)  # 7 content words against 2
 
@@ -408,6 +409,49 @@ def test_lexical_search_never_balances_clauses() -> None:
     assert unbalanced == index.search(STEPS, limit=5)
     index.retune(search.RANKING)
     assert index.search(STEPS, limit=5) == unbalanced
+
+
+EXCEL_TASK = ("Start a new Excel workbook plan.xlsx, write the monthly targets into A1:M2, and add a pivot table "
+              "summarising sales by region.")
+
+
+def _real_fleet(ranking: search.Ranking) -> SearchIndex:
+    root = catalogs_dir()
+    if not (root / "real-fleet.json").exists():
+        pytest.skip(f"catalogs not found at {root} (set TOOLBRIDGE_CATALOGS, or restore bench/catalogs)")
+    index = SearchIndex(ranking)
+    for server, docs in load_catalog(root / "real-fleet.json").items():
+        index.set_server(server, docs)
+    return index
+
+
+def test_a_multi_step_request_ranks_a_tool_for_each_step() -> None:
+    """Ranked on its words alone, the pivot-table step fills the top ten with pivot, slicer and sheet tools and
+    the short step's tool (write the targets into A1:M2) is not among them; covering each step brings it third."""
+    assert clauses.steps_of(EXCEL_TASK) == [
+        "Start a new Excel workbook plan.xlsx", "write the monthly targets into A1:M2",
+        "add a pivot table summarising sales by region."]
+    undiversified = _real_fleet(dataclasses.replace(search.RANKING, step_diversity=0.0))
+    assert "excel__write_range" not in undiversified.search(EXCEL_TASK, limit=10)
+    index = _real_fleet(search.RANKING)
+    ranked = index.search(EXCEL_TASK, limit=40)
+    assert ranked[:3] == ["excel__add_slicer", "excel__create_pivot_table", "excel__write_range"]
+    for limit in (1, 3, 5, 10, 30, 31):  # a shorter ranking is the start of a longer one
+        assert index.search(EXCEL_TASK, limit=limit) == ranked[:limit]
+    assert len(set(ranked)) == 40
+
+
+def test_a_short_request_or_one_of_a_single_step_is_ranked_as_before() -> None:
+    assert clauses.steps_of("write the monthly targets into A1:M2, then add a pivot table") == []  # < 10 words
+    assert len(clauses.steps_of(EXCEL_TASK + " Thanks")) == 3  # a clause of one content word is no step
+    many = ", ".join(f"create issue {n} in the repo" for n in range(3000))
+    assert clauses.steps_of(many) == [f"create issue {n} in the repo" for n in range(clauses.MAX_STEPS)]
+    one_step = ("add a pivot table summarising the monthly sales targets of each product line for every region "
+                "in the country")
+    assert len(clauses.steps_of(one_step)) == 1
+    undiversified = _real_fleet(dataclasses.replace(search.RANKING, step_diversity=0.0))
+    assert _real_fleet(search.RANKING).search_scored(one_step, limit=10) == undiversified.search_scored(one_step,
+                                                                                                        limit=10)
 
 
 def test_emails_and_quoted_text_are_values_too_and_an_email_domain_is_no_file() -> None:

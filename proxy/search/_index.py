@@ -19,10 +19,10 @@ import numpy as np
 import numpy.typing as npt
 
 from proxy.search import _postings as postings
+from proxy.search._clauses import balance_clauses, diversify, steps_of
 from proxy.search._documents import FIELDS, SearchDoc, field_counts, name_acronyms, server_boilerplate
-from proxy.search._stemming import STOP_WORDS, content_words, split_values, split_words, stem, tokenize
+from proxy.search._stemming import STOP_WORDS, split_values, split_words, stem
 from proxy.search._synonyms import synonyms
-from proxy.text import split_clauses
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,8 @@ class Ranking:
     at `literals` (the words saying what kind of file it is at 1: "xlsx" says Excel), a URL's at 1, quoted
     text's at `quoted`, and the kind of a URL or path ("url", "file") as a query term at `value_kinds`.
     `server_evidence` weighs what a tool's server says (`_server_evidence`) in the lexical ranking (`search`),
-    `fused_server_evidence` in the fused ranking's lexical leg (`scored`)."""
+    `fused_server_evidence` in the fused ranking's lexical leg (`scored`). `step_diversity` is the share of a
+    multi-step request's lexical ranking (`search`) that rewards covering each of its steps (`_diversified`)."""
 
     weights: tuple[float, ...] = (3.0, 2.0, 3.0, 1.0, 1.0, 0.25)
     b: tuple[float, ...] = (0.3, 0.0, 0.5, 0.75, 0.5, 0.75)
@@ -46,13 +47,14 @@ class Ranking:
     value_kinds: float = 0.25
     server_evidence: float = 0.75
     fused_server_evidence: float = 0.5
+    step_diversity: float = 0.5
 
 
 RANKING = Ranking()
 PREFIX_MIN = 4
 VALUE_KIND_TERMS = frozenset({"url", "file"})  # an e-mail address or a quoted text says nothing of the tool
 COVERAGE_WORDS = 6
-BALANCE_MIN_WORDS = 6  # content words a request needs before its clauses are balanced
+STEP_DEPTH = 30  # candidates for a multi-step request: its best tools, and each step's (`_diversified`)
 
 
 @dataclass(slots=True)
@@ -206,20 +208,48 @@ class SearchIndex:
     def search_scored(
         self, query: str, *, limit: int, scope: Collection[str] | None = None
     ) -> list[tuple[str, float | None]]:
-        """`search` with each tool's BM25F score; None for a tool the query names exactly (it leads unscored)."""
+        """`search` with each tool's BM25F score (a multi-step request's: its gain, `_diversified`); None for a tool
+        the query names exactly (it leads unscored)."""
         if limit <= 0 or not self._entries:
             return []
         exact = self.exact(query, scope)
         named: list[tuple[str, float | None]] = [(name, None) for name in exact]
+        terms = self._query_terms(query)
+        steps = steps_of(query) if self.ranking.step_diversity else []
+        if len(steps) >= 2:
+            ranked = self._diversified(terms, steps, limit, scope, exact)
+        else:
+            ranked = self._top(terms, limit, scope, exact, self.ranking.server_evidence)
+        return (named + list(ranked))[:limit]
+
+    def _diversified(
+        self, terms: dict[str, float], steps: list[str], limit: int, scope: Collection[str] | None,
+        exact: Collection[str],
+    ) -> list[tuple[str, float]]:
+        """A multi-step request's ranking (`diversify`): its best `STEP_DEPTH` tools and each step's, a step weighed
+        by its share of the request's idf."""
         servers = self.ranking.server_evidence
-        return (named + list(self._top(self._query_terms(query), limit, scope, exact, servers)))[:limit]
+        whole = self._top(terms, max(limit, STEP_DEPTH), scope, exact, servers)
+        aspects = []
+        for step in steps:
+            step_terms = self._query_terms(step)
+            if ranked := self._top(step_terms, STEP_DEPTH, scope, exact, servers):
+                aspects.append((self._idf_mass(step_terms), dict(ranked)))
+        return diversify(whole, aspects, limit, self.ranking.step_diversity, STEP_DEPTH)
+
+    def _idf_mass(self, terms: dict[str, float]) -> float:
+        """The summed idf of a request's known terms, each times its weight: how much of it a part says."""
+        n_docs = len(self._entries)
+        return sum(qtf * math.log(1 + (n_docs - (df := len(self._impacts(term)[0])) + 0.5) / (df + 0.5))
+                   for term, qtf in terms.items() if term in self._postings)
 
     def scored(
         self, query: str, *, limit: int, scope: Collection[str] | None = None, exact: Collection[str] = ()
     ) -> list[tuple[str, float]]:
         """The fused ranking's lexical leg: the best `limit` tools other than `exact` with their scores, best
         first. Unlike `search`, a long request's clauses are balanced (`balance_clauses`): cross-validation
-        favoured that beside the semantic leg, which matches each clause on its own, and not without it."""
+        favoured that beside the semantic leg, which matches each clause on its own, and not without it (`search`
+        covers a multi-step request's steps one by one instead, `_diversified`)."""
         terms = balance_clauses(self._query_terms(query), query, self.ranking.clause_balance)
         return self._top(terms, limit, scope, exact, self.ranking.fused_server_evidence)
 
@@ -386,22 +416,6 @@ class SearchIndex:
             return score * (1 + weight * covered)
 
         return {names[i]: s for i, s in postings.top_boosted(scores, limit, 1 + weight, boost).items()}
-
-
-def balance_clauses(terms: dict[str, float], query: str, balance: float) -> dict[str, float]:
-    """`terms` of a request of several clauses with each clause word's weight scaled by n ** -balance, n the
-    content words of the shortest clause it occurs in, relative to the request's shortest clause: a step
-    named in two words ("then merge it") then counts as much as one described in ten, so the tool for each
-    step can reach the top five. Other terms (joined compounds, prefix completions, synonyms) keep theirs."""
-    if not balance or content_words(query) < BALANCE_MIN_WORDS:
-        return terms
-    factors: dict[str, float] = {}
-    for clause in split_clauses(query):
-        stems = set(tokenize(clause, drop_stop_words=True))
-        for term in stems:
-            factors[term] = max(factors.get(term, 0.0), len(stems) ** -balance)
-    top = max(factors.values(), default=1.0)
-    return {term: weight * factors.get(term, top) / top for term, weight in terms.items()}
 
 
 def _names(held: str | tuple[str, ...]) -> tuple[str, ...]:
