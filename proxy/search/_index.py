@@ -57,6 +57,14 @@ COVERAGE_WORDS = 6
 STEP_DEPTH = 30  # candidates for a multi-step request: its best tools, and each step's (`_diversified`)
 
 
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """A session's scope as document ids: their mask, and how many of them each server number has."""
+
+    mask: npt.NDArray[np.bool_]
+    server_sizes: npt.NDArray[np.int64]
+
+
 @dataclass(slots=True)
 class _Entry:
     """What the index keeps per tool once its postings are built: not the texts (~1 KB a tool)."""
@@ -89,7 +97,7 @@ class SearchIndex:
         self._arrays: postings.TermCache[postings.Chunk] = postings.TermCache()
         self._factors: postings.Floats | None = None  # per-doc field weight / length norm
         self._impacts_cache: postings.TermCache[tuple[postings.Ids, postings.Floats]] = postings.TermCache()
-        self._masks: dict[int, tuple[frozenset[str], npt.NDArray[np.bool_]]] = {}
+        self._masks: dict[int, tuple[frozenset[str], _Scope]] = {}
         self._exact: dict[str, str | tuple[str, ...]] = {}  # almost always one name: the name, not a tuple
         self.version = 0  # changes with every change to the tools or the ranking, so rankings can be kept
         self._vocabulary: list[str] | None = None  # every term, sorted, for prefix completion
@@ -360,25 +368,26 @@ class SearchIndex:
                 idf = qtf * math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
                 plan.append((idf, ids, impacts))
         scores = postings.accumulate(plan, self._docs.capacity)
-        mask = self._scope_mask(scope) if scope is not None else None
+        scoped = self._scope(scope) if scope is not None else None
         if servers:
-            scores += servers * self._server_evidence(terms, scores, mask)
-        if mask is not None:
-            scores *= mask
+            scores += servers * self._server_evidence(terms, scores, scoped)
+        if scoped is not None:
+            scores *= scoped.mask
         return scores
 
     def _server_evidence(
-        self, terms: dict[str, float], scores: postings.Floats, mask: npt.NDArray[np.bool_] | None
+        self, terms: dict[str, float], scores: postings.Floats, scoped: _Scope | None
     ) -> postings.Floats:
         """What each matched tool's server says about the request: per query term, the share of the server's tools
         that have it times its idf over servers. A request describing content ("find articles about space
         exploration") then reaches the server most of whose tools are about it (a web search) rather than the tool
         of another server whose name is the request's generic verb (`find`); every weight comes from the catalog.
-        Within a scope (`mask`) only the tools in it count: a session's ranking says nothing of tools it cannot see."""
+        Within a scope only the tools in it count: a session's ranking says nothing of tools it cannot see."""
         n_servers = len(self._blocks)
         servers = self._docs.servers[: self._docs.capacity]
-        width = len(self._server_sizes)
-        sizes = self._server_sizes if mask is None else np.bincount(servers[mask], minlength=width)
+        mask = scoped.mask if scoped is not None else None
+        sizes = scoped.server_sizes if scoped is not None else self._server_sizes
+        width = len(sizes)
         per_server = np.zeros(width)
         for term, qtf in terms.items():
             if term in self._postings:
@@ -391,18 +400,21 @@ class SearchIndex:
         per_server /= np.maximum(sizes, 1)
         return np.where(scores > 0, per_server[servers], 0.0)
 
-    def _scope_mask(self, scope: Collection[str]) -> npt.NDArray[np.bool_]:
-        """The scope as a document mask; a frozenset's (a session view's) is kept until the index changes."""
+    def _scope(self, scope: Collection[str]) -> _Scope:
+        """The scope as documents; a frozenset's (a session view's) is kept until the index changes, so the
+        several rankings of one request (a multi-step request's steps) and the session's next requests share it."""
         cached = self._masks.get(id(scope))
         if cached is not None and cached[0] is scope:
             return cached[1]
         ids = [entry.doc_id for name in scope if (entry := self._entries.get(name)) is not None]
         mask = postings.mask(self._docs.capacity, ids)
+        sizes = np.bincount(self._docs.servers[: self._docs.capacity][mask], minlength=len(self._server_sizes))
+        scoped = _Scope(mask, sizes)
         if isinstance(scope, frozenset):
             if len(self._masks) >= SCOPE_MASKS:
                 del self._masks[next(iter(self._masks))]
-            self._masks[id(scope)] = (scope, mask)
-        return mask
+            self._masks[id(scope)] = (scope, scoped)
+        return scoped
 
     def _cover(self, scores: postings.Floats, terms: dict[str, float], limit: int) -> dict[str, float]:
         """Boost tools whose name the query covers (synonyms count at their weight), less so for long
