@@ -136,8 +136,9 @@ class ListingClock(Registry):
 async def test_a_server_announcing_a_change_after_every_listing_is_relisted_at_most_once_a_second(
     tmp_path: Path, mode: str
 ) -> None:
-    """Past the burst (the listing on connect and the next two), one listing a second; a budget counted
-    from each listing's start, so a tenth of a second is left for how long one listing takes."""
+    """A token bucket's promise, in any window: at most the burst plus one listing per interval. Timed at
+    registration, a listing's own length moves its end, so one listing of slack (a loaded machine can
+    only lower the count; an unlimited server lists the six below within a fraction of a second)."""
     registry = ListingClock()
     upstreams = [stdio_config("storm", "--storm"), stdio_config("calm")]
     async with running_fleet(upstreams, tmp_path, registry, mode=mode) as (fleet, _):
@@ -147,8 +148,9 @@ async def test_a_server_announcing_a_change_after_every_listing_is_relisted_at_m
             while len(registry.listed["storm"]) < REFRESH_BURST + 3:
                 assert text(await fleet.call_tool("calm", "echo", {"text": "still here"})) == "still here"
         listed = list(registry.listed["storm"])  # before shutdown withdraws the server
-    past_the_burst = listed[REFRESH_BURST - 1:]
-    assert min(later - earlier for earlier, later in itertools.pairwise(past_the_burst)) >= REFRESH_INTERVAL - 0.1
+    for first, last in itertools.combinations(range(len(listed)), 2):
+        window = listed[last] - listed[first]
+        assert last - first + 1 <= REFRESH_BURST + window / REFRESH_INTERVAL + 1, (listed, first, last)
 
 
 async def test_a_change_after_a_quiet_interval_and_the_next_right_after_it_are_relisted_at_once(
