@@ -2,7 +2,7 @@
 
 An override renames a tool, replaces its description, hides parameters and fills values in. It changes
 only what clients are shown and search: the registry applies it to the upstream's definition once, as
-the tool is registered (`proxy/registry.py`); a call still reaches the upstream's own tool, and the
+the tool is registered (`proxy/registry/_entries.py`); a call still reaches the upstream's own tool, and the
 rug-pull fingerprint stays on the upstream's definition (`upstream/integrity`).
 
 A rename that would make two tools of a server one name (exactly, or once qualified) is not applied:

