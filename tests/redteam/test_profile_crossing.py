@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,14 @@ class Site:
 
 @pytest.fixture(scope="module")
 async def site(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Site]:
-    directory = tmp_path_factory.mktemp("crossing")
+    async with crossing_site(tmp_path_factory.mktemp("crossing")) as built:
+        yield built
+
+
+@asynccontextmanager
+async def crossing_site(directory: Path) -> AsyncIterator[Site]:
+    """The gateway: `default` (every server; core tools listed) and `opsonly` (`data__echo`), OAuth users
+    whose `groups` claim picks among them."""
     calls = directory / "secret-calls.jsonl"
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
