@@ -187,3 +187,28 @@ async def test_forwarding_headers_do_not_move_the_protected_resource(gateway: Si
     assert response.status_code == 401 and "evil" not in response.headers.get("www-authenticate", "")
     assert metadata.status_code == 200 and "evil" not in metadata.text, metadata.text
     assert status == 401
+
+
+async def test_no_spelling_of_an_out_of_scope_prompt_reaches_it(gateway: Site) -> None:
+    """Attacks 'cannot ... complete anything outside its profile' and prompts/get outside it with spellings of
+    `secret__leak`."""
+    async with client(gateway.narrow, token=gateway.token("dana-prompts")) as narrow:
+        for name in ("secret__leak", "SECRET__leak", "secret__leak ", "secret\u200b__leak", "ｓｅｃｒｅｔ__leak",
+                     "leak", "secret.leak"):
+            try:
+                got = json.dumps((await narrow.get_prompt(name)).model_dump(mode="json"))
+            except MCPError as error:
+                got = f"error {error.code} {error.message}"
+            assert "secret prompt" not in got, (name, got)
+
+
+@pytest.mark.parametrize("cursor", ["0", "1", "-1", "-4", "3", "1e0", "01", " 0"])
+async def test_a_list_cursor_pages_only_the_sessions_own_list(gateway: Site, cursor: str) -> None:
+    """Attacks the pagination token of `resources/list`, `prompts/list` and `resources/templates/list` (an
+    offset a client may write): no value pages into another profile's list."""
+    dana = gateway.token("dana-cursor")
+    async with httpx2.AsyncClient(timeout=30) as http:
+        for method in ("resources/list", "prompts/list", "resources/templates/list", "tools/list"):
+            status, body = await post(http, gateway.narrow, method, {"cursor": cursor},
+                                      headers={"Authorization": f"Bearer {dana}"})
+            assert "secret" not in json.dumps(body.get("result", {})), (method, status, body)
