@@ -212,3 +212,46 @@ async def test_a_list_cursor_pages_only_the_sessions_own_list(gateway: Site, cur
             status, body = await post(http, gateway.narrow, method, {"cursor": cursor},
                                       headers={"Authorization": f"Bearer {dana}"})
             assert "secret" not in json.dumps(body.get("result", {})), (method, status, body)
+
+
+async def test_an_out_of_scope_servers_list_change_is_announced_to_no_narrow_session(gateway: Site) -> None:
+    """Attacks 'list_changed ... sent only to the sessions whose own list changed' (docs/beyond-tools.md): a
+    change of `secret`'s tools (made through `default`) reaches neither a handshake-era session nor a listen
+    stream in `opsonly`; a handshake-era session in `default`, the control, is told."""
+    told: dict[str, int] = {"wide": 0, "narrow": 0, "narrow-listen": 0}
+    ready = anyio.Event()
+
+    def counter(who: str) -> Any:
+        async def on_message(message: Any) -> None:
+            if isinstance(message, types.ToolListChangedNotification):
+                told[who] += 1
+        return on_message
+
+    async def listen() -> None:
+        async with client(gateway.narrow, token=gateway.token("dana-changes")) as c, \
+                c.listen(tools_list_changed=True) as stream:
+            ready.set()
+            async for _ in stream:
+                told["narrow-listen"] += 1
+
+    async with client(gateway.url, token=gateway.token("dana-changes"), mode="legacy",
+                      message_handler=counter("wide")) as wide, \
+            client(gateway.narrow, token=gateway.token("dana-changes"), mode="legacy",
+                   message_handler=counter("narrow")) as narrow, anyio.create_task_group() as group:
+        await listed_names(wide)
+        await listed_names(narrow)
+        group.start_soon(listen)
+        with anyio.fail_after(20):
+            await ready.wait()
+        mutated = await wide.call_tool("tool_call", {"name": "secret__mutate", "arguments": {}})
+        assert "mutated" in json.dumps(mutated.model_dump(mode="json")), mutated
+        with anyio.fail_after(20):
+            while not told["wide"]:
+                await anyio.sleep(0.05)
+        await anyio.sleep(1.5)
+        group.cancel_scope.cancel()
+    assert told["narrow"] == 0 and told["narrow-listen"] == 0, told
+
+
+async def listed_names(c: Any) -> set[str]:
+    return {t.name for t in (await c.list_tools()).tools}

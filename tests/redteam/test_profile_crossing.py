@@ -74,7 +74,8 @@ async def crossing_site(directory: Path) -> AsyncIterator[Site]:
         "asker": {"command": sys.executable, "args": [str(SERVERS / "mcpserver_fixture.py")], "protocol": "legacy",
                   "connect_timeout": 30},
         "data": upstream("data", tools=[tool("big", size={"type": "integer"}), tool("echo")]),
-        "secret": upstream("secret", calls_log=str(calls), tools=[tool("wipe", "Wipe the vault.")],
+        "secret": upstream("secret", calls_log=str(calls), tools=[tool("wipe", "Wipe the vault."), tool("mutate"),
+                                                                  tool("victim")],
                            resources=[{"uri": "secret://vault", "name": "vault"}],
                            prompts=[{"name": "leak", "description": "Leak."}]),
     }
@@ -82,7 +83,7 @@ async def crossing_site(directory: Path) -> AsyncIterator[Site]:
         "core": ["jobs__forever", "jobs__slow", "asker__whoami_sampling", "data__big"],
         "toolsets": {"ops": {"tools": ["data__echo"]}},
         "profiles": {"default": {"promote": 3}, "opsonly": {"toolsets": ["ops"], "promote": 3}},
-        "startup_wait": 30,
+        "startup_wait": 30, "large_results": {"max_chars": 1_000},
         "auth": {**auth, "profile_claim": "groups", "profiles": {"admins": "default", "ops-team": "opsonly"}},
     }
     write_config(directory / "config", upstreams, toolsets)
