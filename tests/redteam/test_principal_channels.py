@@ -14,9 +14,9 @@ import anyio
 import httpx2
 import pytest
 from mcp import MCPError, types
-from rt import client, post, scrub
+from rt import client, parse, post, scrub
 from servers.tasks_server import TaskClient, poll
-from test_profile_crossing import Site, crossing_site, handshake, in_session, pin, start_task
+from test_profile_crossing import HANDSHAKE, Site, crossing_site, handshake, in_session, pin, start_task
 
 pytestmark = pytest.mark.anyio
 
@@ -255,3 +255,48 @@ async def test_an_out_of_scope_servers_list_change_is_announced_to_no_narrow_ses
 
 async def listed_names(c: Any) -> set[str]:
     return {t.name for t in (await c.list_tools()).tools}
+
+
+async def _slow_call(http: httpx2.AsyncClient, url: str, token: str, request_id: int, session: str) -> str:
+    """A handshake-era call (`jobs__slow`, 2 s) in `session`: its JSON-RPC answer, or how it ended without one."""
+    body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+            "params": {"name": "tool_call", "arguments": {"name": "jobs__slow", "arguments": {"seconds": 2}}}}
+    try:
+        response = await http.post(url, json=body, headers=session_headers(token, session))
+        return json.dumps(parse(response))
+    except (httpx2.HTTPError, ValueError) as error:
+        return f"ended without a result: {error!r}"
+
+
+def session_headers(token: str, session: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
+            "Mcp-Session-Id": session, "Mcp-Protocol-Version": HANDSHAKE}
+
+
+async def test_another_user_cannot_cancel_a_call_by_its_json_rpc_id(gateway: Site) -> None:
+    """Attacks the binding of `notifications/cancelled` to its sender: bob names the JSON-RPC id of alice's call
+    in flight in his own handshake-era session; alice's call still completes, while her own cancel (the
+    control) stops it. (A 2026-era POSTed cancel stops no call, not even its owner's: that era cancels by
+    closing the request's stream, so it has no control and is left out.)"""
+    alice, bob = gateway.token("alice-cancel"), gateway.token("bob-cancel")
+    async with httpx2.AsyncClient(timeout=30) as http:
+        alice_session, bob_session = await handshake(http, gateway.url, alice), await handshake(http, gateway.url, bob)
+        box: dict[int, str] = {}
+
+        async def call(request_id: int, canceller: dict[str, str]) -> None:
+            async def run() -> None:
+                box[request_id] = await _slow_call(http, gateway.url, alice, request_id, alice_session)
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(run)
+                await anyio.sleep(0.7)
+                for named in (request_id, str(request_id)):
+                    await http.post(gateway.url, json={"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                                       "params": {"requestId": named, "reason": "stop"}},
+                                    headers=canceller)
+
+        with anyio.fail_after(20):
+            await call(41, session_headers(bob, bob_session))
+            await call(42, session_headers(alice, alice_session))  # the control: alice's own cancel
+    assert "slept 2" in box[41], box
+    assert "slept 2" not in box[42], box
