@@ -14,7 +14,7 @@ import anyio
 import httpx2
 import pytest
 from mcp import MCPError, types
-from rt import client, parse, post, scrub
+from rt import client, parse, post, scrub, text
 from servers.tasks_server import TaskClient, poll
 from test_profile_crossing import HANDSHAKE, Site, crossing_site, handshake, in_session, pin, start_task
 
@@ -300,3 +300,27 @@ async def test_another_user_cannot_cancel_a_call_by_its_json_rpc_id(gateway: Sit
             await call(42, session_headers(alice, alice_session))  # the control: alice's own cancel
     assert "slept 2" in box[41], box
     assert "slept 2" not in box[42], box
+
+
+NEAR_MISSES = ["secret__wip", "secret__wipd", "secret_wipe", "wipe", "secret", "secret__", "__wipe", "secretwipe"]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_no_near_miss_of_an_out_of_scope_name_is_answered_with_a_suggestion_naming_it(gateway: Site,
+                                                                                            mode: str) -> None:
+    """Attacks SPEC §8.1 through the help a caller gets for a name it misspelled: no 'did you mean', schema hint
+    or search result in `opsonly` names `secret__wipe` (or `secret__victim`, `secret__mutate`)."""
+    leaked = []
+    async with client(gateway.narrow, token=gateway.token("dana-near"), mode=mode) as narrow:
+        for name in NEAR_MISSES:
+            for how, tool_name, arguments in (
+                    ("direct", name, {}), ("tool_call", "tool_call", {"name": name, "arguments": {}}),
+                    ("tool_describe", "tool_describe", {"names": [name]}),
+                    ("tool_search", "tool_search", {"query": name})):
+                try:
+                    got = text(await narrow.call_tool(tool_name, arguments))
+                except MCPError as error:
+                    got = f"{error.message} {error.data}"
+                if any(hidden in got for hidden in ("secret__wipe", "secret__victim", "secret__mutate")):
+                    leaked.append((how, name, got))
+    assert leaked == [], leaked
