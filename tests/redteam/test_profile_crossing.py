@@ -353,3 +353,22 @@ async def test_a_2026_request_carrying_a_wide_session_id_is_served_in_its_own_na
         status, body = await post(http, site.narrow, "tools/call", {"name": "data__big", "arguments": {"size": 20}},
                                   headers={"Authorization": f"Bearer {dana}", "Mcp-Session-Id": session})
     assert "x" * 20 not in json.dumps(body), (status, body)
+
+
+async def test_a_session_promoted_in_the_wide_profile_lists_and_calls_nothing_outside_the_narrow_one(
+        site: Site) -> None:
+    """Attacks 'implicit promotion (handshake era): the session' against the scope: dana's session promotes
+    `secret__wipe` at `/mcp`, then the same session id is posted to `/mcp/opsonly` (her token grants both)."""
+    dana = site.token("dana-promoted")
+    async with httpx2.AsyncClient(timeout=30) as http:
+        session = await handshake(http, site.url, dana)
+        await in_session(http, site.url, dana, session, "tools/call",
+                         {"name": "tool_call", "arguments": {"name": "secret__wipe", "arguments": {}}})
+        _, wide = await in_session(http, site.url, dana, session, "tools/list", {})
+        assert "secret__wipe" in {t["name"] for t in wide["result"]["tools"]}, wide  # the control
+        before = len(site.secret_was_called())
+        _, narrow = await in_session(http, site.narrow, dana, session, "tools/list", {})
+        _, direct = await in_session(http, site.narrow, dana, session, "tools/call",
+                                     {"name": "secret__wipe", "arguments": {}})
+    assert "secret__wipe" not in {t["name"] for t in narrow.get("result", {}).get("tools", [])}, narrow
+    assert "secret:wipe" not in json.dumps(direct) and len(site.secret_was_called()) == before, direct
