@@ -80,7 +80,7 @@ async def crossing_site(directory: Path) -> AsyncIterator[Site]:
                            prompts=[{"name": "leak", "description": "Leak."}]),
     }
     toolsets = {
-        "core": ["jobs__forever", "jobs__slow", "asker__whoami_sampling", "data__big"],
+        "core": ["jobs__forever", "jobs__slow", "jobs__ask", "asker__whoami_sampling", "data__big"],
         "toolsets": {"ops": {"tools": ["data__echo"]}},
         "profiles": {"default": {"promote": 3}, "opsonly": {"toolsets": ["ops"], "promote": 3}},
         "startup_wait": 30, "large_results": {"max_chars": 1_000},

@@ -2,7 +2,8 @@
 (`client_id`, `azp`) spells a user's subject, and subjects that differ from a user's only in case, spacing or
 JSON type. 'Principal: the token's subject at its issuer (or the client it was issued to, if it has no
 subject)' (docs/security.md): a client is not the user its id spells, so none of these may reach what the
-user made (a task, a pin, a result link). The gateway is `test_profile_crossing`'s."""
+user made (a task, a pin, a result link). Last, another user's own token on `tasks/update`, the one task
+method the other red-team tests leave out. The gateway is `test_profile_crossing`'s."""
 
 from __future__ import annotations
 
@@ -77,3 +78,29 @@ async def test_a_token_that_spells_a_users_subject_does_not_act_for_that_user(ga
     observed = {"task refused": all("result" not in body for _, body in got), "task still working": still == "working",
                 "pin unseen": "data__echo" not in names, "link refused": "x" * 100 not in read}
     assert all(observed.values()), observed
+
+
+async def test_another_user_cannot_answer_a_tasks_input_request(gateway: Site) -> None:
+    """Attacks 'a client can poll, update or cancel only tasks made by its own principal' on `tasks/update`:
+    bob answers the elicitation alice's task waits on (in each era's headers, with forged session and `_meta`
+    owners); the task keeps waiting for alice, whose own answer (the control) completes it."""
+    alice = gateway.token("alice-update")
+    task_id = await start_task(gateway.url, alice, "jobs__ask", {})
+    bob = gateway.token("bob-update")
+    injected = {"name": {"action": "accept", "content": {"name": "bob-injected"}}}
+    seen = []
+    async with httpx2.AsyncClient(timeout=30) as http:
+        for headers, extra in (({}, {}), ({"Mcp-Session-Id": json.dumps(["alice-update", "ide"])}, {}),
+                               ({}, {"_meta": {"sub": "alice-update", "io.modelcontextprotocol/related-task":
+                                               {"taskId": task_id}}})):
+            seen.append(await post(http, gateway.url, "tasks/update",
+                                   {"taskId": task_id, "inputResponses": injected, **extra}, capabilities=TASK_CAPS,
+                                   headers={"Authorization": f"Bearer {bob}", **headers}))
+        async with client(gateway.url, token=alice, extensions=[TaskClient()]) as mine:
+            waiting = (await poll(mine.session, task_id)).status
+            status, _ = await post(http, gateway.url, "tasks/update", {
+                "taskId": task_id, "inputResponses": {"name": {"action": "accept", "content": {"name": "alice"}}}},
+                capabilities=TASK_CAPS, headers={"Authorization": f"Bearer {alice}"})
+            done = (await poll(mine.session, task_id)).model_dump(mode="json")
+    assert all("result" not in body for _, body in seen), seen
+    assert waiting == "input_required" and status == 200 and "hello alice" in json.dumps(done), (waiting, done)
