@@ -1,4 +1,4 @@
-"""Task ids handed downstream (issue 22): opaque, signed, bound to a principal, led by their replica."""
+"""Task ids handed downstream (issue 22): opaque, signed, bound to an owner in a profile, led by their replica."""
 
 from __future__ import annotations
 
@@ -9,18 +9,20 @@ from proxy.downstream import REPLICA_ID_PATTERN, TaskIds, new_replica_id
 KEY = b"k" * 32
 
 
-def test_an_id_opens_to_its_server_upstream_id_and_principal_under_the_same_key() -> None:
+def test_an_id_opens_to_its_server_upstream_id_and_owner_in_a_profile_under_the_same_key() -> None:
     ids = TaskIds(KEY, "toolbridge-0")
-    task_id = ids.mint("jobs", "task-1", '["alice", "ide"]')
+    task_id = ids.mint("jobs", "task-1", "alice", "default")
     assert task_id.startswith("toolbridge-0.") and "task-1" not in task_id and "alice" not in task_id
     ref = TaskIds(KEY, "toolbridge-1").open(task_id)  # another replica sharing the key
     assert ref is not None and (ref.replica, ref.server, ref.upstream_id) == ("toolbridge-0", "jobs", "task-1")
-    assert ref.principal == ids.digest('["alice", "ide"]') != ids.digest('["bob", "ide"]')
+    assert ref.owner == ids.digest("alice", "default")
+    assert ref.owner not in (ids.digest("bob", "default"), ids.digest("alice", "ops"))
+    assert ids.digest("a", "b,c") != ids.digest("a,b", "c")  # no two bindings spell alike
 
 
 def test_an_altered_or_foreign_id_opens_to_nothing() -> None:
     ids = TaskIds(KEY, "toolbridge-0")
-    task_id = ids.mint("jobs", "task-1", "alice")
+    task_id = ids.mint("jobs", "task-1", "alice", "default")
     replica, payload, signature = task_id.split(".")
     assert TaskIds(b"x" * 32, "toolbridge-0").open(task_id) is None  # another key
     assert ids.open(f"toolbridge-1.{payload}.{signature}") is None  # the replica changed

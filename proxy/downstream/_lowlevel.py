@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from mcp import MCPDeprecationWarning
 from mcp.server.lowlevel import NotificationOptions, Server
@@ -15,7 +15,7 @@ from proxy import __version__
 from proxy.downstream._server import Handlers
 from proxy.downstream.calls import TaskIdParams, TaskUpdateParams
 from proxy.downstream.lists import ExtensionsAdvertiser
-from proxy.downstream.session import ConnectionId, TraceContext
+from proxy.downstream.session import ConnectionId, RequestContext, TraceContext
 from proxy.protocol import TASKS
 
 
@@ -37,6 +37,21 @@ class _AnnouncingServer(Server[Any]):
 def tracing() -> bool:
     """Whether an OpenTelemetry tracer provider is installed (in code, or by `OTEL_PYTHON_TRACER_PROVIDER`)."""
     return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+
+
+P = TypeVar("P")
+R = TypeVar("R")
+
+
+def _in_profile(
+    handlers: Handlers, answer: Callable[[RequestContext, str, P], Awaitable[R]]
+) -> Callable[[RequestContext, P], Awaitable[R]]:
+    """A `tasks/*` handler given the profile its request is in: a task is bound to the profile it was made in."""
+
+    async def handler(ctx: RequestContext, params: P) -> R:
+        return await answer(ctx, handlers.profile_of(ctx), params)
+
+    return handler
 
 
 def build_server(handlers: Handlers) -> Server[Any]:
@@ -77,9 +92,9 @@ def build_server(handlers: Handlers) -> Server[Any]:
             on_subscriptions_listen=handlers.streams.listen,
         )
     server.extensions[TASKS] = {}
-    server.add_request_handler("tasks/get", TaskIdParams, handlers.tasks.get)
-    server.add_request_handler("tasks/update", TaskUpdateParams, handlers.tasks.update)
-    server.add_request_handler("tasks/cancel", TaskIdParams, handlers.tasks.cancel)
+    server.add_request_handler("tasks/get", TaskIdParams, _in_profile(handlers, handlers.tasks.get))
+    server.add_request_handler("tasks/update", TaskUpdateParams, _in_profile(handlers, handlers.tasks.update))
+    server.add_request_handler("tasks/cancel", TaskIdParams, _in_profile(handlers, handlers.tasks.cancel))
     if not tracing():
         server.middleware = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
     server.middleware.append(ExtensionsAdvertiser(handlers.view_of))

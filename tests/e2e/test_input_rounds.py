@@ -64,6 +64,15 @@ async def test_input_requests_keep_the_upstreams_keys_and_each_round_has_its_own
         with anyio.fail_after(30):
             asked = await session.call_tool("test_input_required_result_elicitation", {}, allow_input_required=True)
             assert isinstance(asked, types.InputRequiredResult) and set(asked.input_requests or {}) == {"user_name"}
+            with pytest.raises(MCPError) as renamed:  # a state resumes only the tool it was given for
+                await session.call_tool(
+                    "test_input_required_result_multi_round",
+                    {},
+                    input_responses={"user_name": _accept(name="Mallory")},
+                    request_state=asked.request_state,
+                    allow_input_required=True,
+                )
+            assert renamed.value.code == types.INVALID_PARAMS
             done = await session.call_tool(
                 "test_input_required_result_elicitation",
                 {},

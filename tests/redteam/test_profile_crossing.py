@@ -159,8 +159,6 @@ async def raw_task(url: str, token: str, method: str, task_id: str) -> tuple[int
                           headers={"Authorization": f"Bearer {token}"})
 
 
-@pytest.mark.xfail(strict=True, reason="finding: a task id is bound to the user only, not the profile: the same "
-                   "user in a profile without `jobs` reads the task's result (tasks/get) and cancels it (tasks/cancel)")
 async def test_a_task_made_in_the_wide_profile_cannot_be_polled_or_cancelled_from_the_narrow_one(site: Site) -> None:
     """Attacks 'A session stays in its scope' on tasks/get and tasks/cancel: `jobs` is outside `opsonly`, so a
     session there cannot read what a `jobs` task produced nor stop it, even a task its own user made in
@@ -185,9 +183,6 @@ async def _ignore_sampling(ctx: Any, params: types.CreateMessageRequestParams) -
 MINE = types.CreateMessageResult(role="assistant", model="m", content=types.TextContent(type="text", text="resumed"))
 
 
-@pytest.mark.xfail(strict=True, reason="finding: a requestState is bound to the user only, not the profile nor the "
-                   "tool named: in a profile without `asker` the same user resumes the `asker` call and gets its "
-                   "result, under the call's own name and under an in-scope name (data__echo) alike")
 @pytest.mark.parametrize("name", ["asker__whoami_sampling", "data__echo"])
 async def test_a_request_state_from_the_wide_profile_resumes_nothing_in_the_narrow_one(site: Site, name: str) -> None:
     """Attacks '`requestState` ... bound to the principal' against the scope: the same user, in a profile without

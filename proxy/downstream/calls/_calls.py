@@ -22,7 +22,7 @@ from proxy.downstream.calls._arguments import check_call
 from proxy.downstream.calls._large import LargeResults, result_owner
 from proxy.downstream.calls._tasks import Tasks
 from proxy.downstream.lists import Promoter, ViewOf
-from proxy.downstream.rounds import RoundTripChannel, RoundTrips, SessionChannel, SessionLogs
+from proxy.downstream.rounds import RoundTripChannel, RoundTrips, SessionChannel, SessionLogs, round_owner
 from proxy.downstream.session import (
     BRIDGE_SERVER,
     CallObserver,
@@ -101,8 +101,9 @@ class ToolCalls:
         async def run(channel: RoundTripChannel) -> types.CallToolResult:
             return await self._answer(ctx, params, channel)
 
-        result = await self.round_trips.call(ctx, caller(ctx).principal, params, run)
-        return self.tasks.handle(ctx, result) if isinstance(result, HandedOver) else result
+        profile = (await self.view_of(ctx)).profile
+        result = await self.round_trips.call(ctx, round_owner(caller(ctx).principal, profile), params, run)
+        return self.tasks.handle(ctx, profile, result) if isinstance(result, HandedOver) else result
 
     async def _answer(self, ctx: RequestContext, params: types.CallToolRequestParams, channel: Channel
                       ) -> types.CallToolResult:

@@ -3,9 +3,10 @@
 A task is handed to a downstream caller only when its request declared the extension (`declared`);
 otherwise the upstream layer waits for it (`proxy.upstream.connection._task_waiting`). The id the caller gets is
 `<replica>.<payload>.<signature>`: the payload names the server, the upstream's own id and a digest
-of the caller's principal; the HMAC signature, under a key every replica sharing Redis shares, makes
-it unforgeable, so one principal can never poll, answer or cancel another's task, and no upstream id
-is trusted unless toolbridge minted it. The replica prefix lets a load balancer route `tasks/*` home
+of the caller's owner and profile; the HMAC signature, under a key every replica sharing Redis shares, makes
+it unforgeable, so one principal can never poll, answer or cancel another's task — nor the same one from
+another profile, where the task's tool may be out of scope — and no upstream id is trusted unless toolbridge
+minted it. The replica prefix lets a load balancer route `tasks/*` home
 by the `Mcp-Name` header (the client sets it to the task id), as session ids are routed; a replica
 that gets another's task answers it when the upstream is a remote one (every replica reaches the
 same server), and refuses it clearly when the task lives in the other replica's stdio child.
@@ -59,7 +60,7 @@ class TaskRef:
     replica: str
     server: str
     upstream_id: str
-    principal: str  # the digest
+    owner: str  # the digest of the caller's owner and profile
 
 
 def new_replica_id() -> str:
@@ -82,14 +83,15 @@ class TaskIds:
         self._key = key
         self.replica = replica
 
-    def digest(self, principal: str) -> str:
-        return _b64(hmac.new(self._key, b"principal\0" + principal.encode(), hashlib.sha256).digest()[:12])
+    def digest(self, owner: str, profile: str) -> str:
+        bound = json.dumps([owner, profile]).encode()
+        return _b64(hmac.new(self._key, b"owner\0" + bound, hashlib.sha256).digest()[:12])
 
     def _sign(self, body: str) -> str:
         return _b64(hmac.new(self._key, b"task\0" + body.encode(), hashlib.sha256).digest()[:_SIGNATURE_BYTES])
 
-    def mint(self, server: str, upstream_id: str, principal: str) -> str:
-        payload = _b64(json.dumps([server, upstream_id, self.digest(principal)]).encode())
+    def mint(self, server: str, upstream_id: str, owner: str, profile: str) -> str:
+        payload = _b64(json.dumps([server, upstream_id, self.digest(owner, profile)]).encode())
         body = f"{self.replica}.{payload}"
         return f"{body}.{self._sign(body)}"
 
@@ -100,10 +102,10 @@ class TaskIds:
         if not hmac.compare_digest(self._sign(f"{replica}.{payload}"), signature):
             return None
         try:
-            server, upstream_id, principal = json.loads(_unb64(payload))
+            server, upstream_id, owner = json.loads(_unb64(payload))
         except (ValueError, binascii.Error, TypeError):
             return None
-        return TaskRef(replica, str(server), str(upstream_id), str(principal))
+        return TaskRef(replica, str(server), str(upstream_id), str(owner))
 
 
 def _missing_capability() -> MCPError:
@@ -112,7 +114,7 @@ def _missing_capability() -> MCPError:
 
 
 class Tasks:
-    """The downstream side of tasks: handles for created tasks, and `tasks/get|update|cancel`.
+    """The downstream side of tasks: handles for created tasks, and `tasks/get|update|cancel` in a profile.
 
     `shared(server)` says whether every replica reaches the same `server` (a remote upstream).
     """
@@ -127,45 +129,45 @@ class Tasks:
         """For a process that shares nothing: its own key and replica id."""
         return cls(upstreams, TaskIds(secrets.token_bytes(32), new_replica_id()))
 
-    def handle(self, ctx: RequestContext, handed: HandedOver) -> dict[str, Any]:
-        """The `CreateTaskResult` the caller gets for a task its call became upstream."""
+    def handle(self, ctx: RequestContext, profile: str, handed: HandedOver) -> dict[str, Any]:
+        """The `CreateTaskResult` the caller gets for a task its call in `profile` became upstream."""
         created = handed.created
         if len(created.task_id) > MAX_UPSTREAM_ID:
             raise MCPError(types.INTERNAL_ERROR, f"toolbridge: server {handed.server} made a task with an "
                                                  f"id over {MAX_UPSTREAM_ID} characters")
-        task_id = self.ids.mint(handed.server, created.task_id, caller(ctx).owner)
+        task_id = self.ids.mint(handed.server, created.task_id, caller(ctx).owner, profile)
         return _wire(created, task_id)
 
-    def _ref(self, ctx: RequestContext, task_id: str) -> TaskRef:
-        """The caller's task `task_id` names.
+    def _ref(self, ctx: RequestContext, profile: str, task_id: str) -> TaskRef:
+        """The caller's task `task_id` names, made in `profile`.
 
         Raises:
             MCPError: the request did not declare the extension; the id is not one toolbridge
-                minted for this principal; or the task lives in another replica's stdio child.
+                minted for this owner in this profile; or the task lives in another replica's stdio child.
         """
         if not takes_tasks(ctx):
             raise _missing_capability()
         ref = self.ids.open(task_id)
-        if ref is None or not hmac.compare_digest(ref.principal, self.ids.digest(caller(ctx).owner)):
+        if ref is None or not hmac.compare_digest(ref.owner, self.ids.digest(caller(ctx).owner, profile)):
             raise MCPError(types.INVALID_PARAMS, "toolbridge: unknown task")
         if ref.replica != self.ids.replica and not self.shared(ref.server):
             raise MCPError(types.INVALID_PARAMS, f"toolbridge: the task is held by replica {ref.replica} "
                                                  "(route tasks/* on the Mcp-Name header's replica prefix)")
         return ref
 
-    async def get(self, ctx: RequestContext, params: TaskIdParams) -> dict[str, Any]:
-        ref = self._ref(ctx, params.task_id)
+    async def get(self, ctx: RequestContext, profile: str, params: TaskIdParams) -> dict[str, Any]:
+        ref = self._ref(ctx, profile, params.task_id)
         state = await self._upstream(ref, "tasks/get", lambda session: get_task(session, ref.upstream_id))
         return _wire(state, params.task_id)
 
-    async def update(self, ctx: RequestContext, params: TaskUpdateParams) -> types.EmptyResult:
-        ref = self._ref(ctx, params.task_id)
+    async def update(self, ctx: RequestContext, profile: str, params: TaskUpdateParams) -> types.EmptyResult:
+        ref = self._ref(ctx, profile, params.task_id)
         responses = params.input_responses
         await self._upstream(ref, "tasks/update", lambda session: update_task(session, ref.upstream_id, responses))
         return types.EmptyResult()
 
-    async def cancel(self, ctx: RequestContext, params: TaskIdParams) -> types.EmptyResult:
-        ref = self._ref(ctx, params.task_id)
+    async def cancel(self, ctx: RequestContext, profile: str, params: TaskIdParams) -> types.EmptyResult:
+        ref = self._ref(ctx, profile, params.task_id)
         await self._upstream(ref, "tasks/cancel", lambda session: cancel_task(session, ref.upstream_id))
         return types.EmptyResult()
 

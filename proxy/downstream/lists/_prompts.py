@@ -56,7 +56,7 @@ class Prompts:
             except ToolbridgeError as exc:
                 raise protocol_error(exc) from exc
 
-        result = await self.way_back.run(ctx, params, get)
+        result = await self.way_back.run(ctx, view.profile, params, get)
         if isinstance(result, types.InputRequiredResult):
             return result
         result.messages = [message.model_copy(update={"content": view.catalog.addressed(server, message.content)})

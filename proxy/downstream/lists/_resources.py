@@ -182,7 +182,7 @@ class Resources:
                     raise MCPError(error.code, error.message, {"uri": params.uri}) from exc
                 raise error from exc
 
-        result = await self.way_back.run(ctx, params, read)
+        result = await self.way_back.run(ctx, view.profile, params, read)
         if isinstance(result, types.InputRequiredResult):
             return result
         result = rewrite_ui_read(result, server)

@@ -9,9 +9,10 @@ outlives one downstream request: each downstream round waits for it to finish or
 Each input request keeps the key the upstream gave it (a 2026-era upstream names them; a handshake-era
 one's requests, or a key already waiting in this call, get `toolbridge-N`), so a client answering the
 key the server asked for is understood. Each round has a `requestState` of its own, sealed, naming the
-round and the principal that started the call (`rounds/_request_state`): only that principal can answer,
-only for the method it asked with, and only the latest round (an earlier round's state is refused once a
-later one was handed out). A call nobody comes back for gives the upstream an error after
+round and its owner — the principal that started the call, in the profile it was started in
+(`rounds/_request_state`): only that owner can answer, only with the request it asked with (the method and the
+tool, prompt or resource it names), and only the latest round (an earlier round's state is refused once a later
+one was handed out). A call nobody comes back for gives the upstream an error after
 `ANSWER_TIMEOUT` and is then forgotten; one whose client gave up on a round (cancelled it, or dropped its
 request) is cancelled upstream.
 """
@@ -19,6 +20,7 @@ request) is cancelled upstream.
 from __future__ import annotations
 
 import itertools
+import json
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -46,8 +48,8 @@ class _Waiter:
 
 @dataclass
 class _Pending:
-    principal: str
-    method: str
+    owner: str
+    request: tuple[str, str | None]  # what was asked: the method and the tool, prompt or resource it names
     ctx: RequestContext
     round: str | None = None  # what the latest round's requestState seals; None until the request needs input
     new: dict[str, _Waiter] = field(default_factory=dict)
@@ -144,6 +146,20 @@ R = TypeVar("R")
 Run = Callable[[RoundTripChannel], Awaitable[R]]
 
 
+def round_owner(principal: str, profile: str) -> str:
+    """Who may answer a call's rounds: its principal in its profile (a state is no key into another profile)."""
+    return json.dumps([principal, profile])
+
+
+def _named(params: types.InputResponseRequestParams) -> str | None:
+    """The tool, prompt or resource a request names: a state resumes only the request it was given for."""
+    if isinstance(params, (types.CallToolRequestParams, types.GetPromptRequestParams)):
+        return params.name
+    if isinstance(params, types.ReadResourceRequestParams):
+        return str(params.uri)
+    return None
+
+
 class RoundTrips:
     """The 2026-era requests in flight across downstream requests, by the round their `requestState` seals."""
 
@@ -160,24 +176,25 @@ class RoundTrips:
             await anyio.sleep_forever()
 
     async def call(
-        self, ctx: RequestContext, principal: str, params: types.InputResponseRequestParams, run: Run[R]
+        self, ctx: RequestContext, owner: str, params: types.InputResponseRequestParams, run: Run[R]
     ) -> R | types.InputRequiredResult:
-        """Start `run` (or, with a `requestState`, resume it with the client's answers) and wait for
-        its result or its next input requests.
+        """Start `run` for `owner` (`round_owner`), or, with a `requestState`, resume it with the client's
+        answers, and wait for its result or its next input requests.
 
         Raises:
-            MCPError: the `requestState` was altered, is another principal's, another method's or an
+            MCPError: the `requestState` was altered, is another owner's, another request's or an
                 earlier round's, or its request is over; or what `run` raised.
         """
+        request = (ctx.method, _named(params))
         if params.request_state is not None:
-            pending = self._pending.get(self._states.open(params.request_state, principal))
-            if pending is None or pending.method != ctx.method:
+            pending = self._pending.get(self._states.open(params.request_state, owner))
+            if pending is None or pending.request != request:
                 raise MCPError(types.INVALID_PARAMS, "toolbridge: unknown or expired requestState")
             pending.ctx = ctx
             pending.answer(dict(params.input_responses or {}))
         else:
             assert self._tg is not None, "RoundTrips.run is not running"
-            pending = _Pending(principal, ctx.method, ctx, offered=dict(params.input_responses or {}))
+            pending = _Pending(owner, request, ctx, offered=dict(params.input_responses or {}))
             self._tg.start_soon(self._run, pending, run)
         return await self._next(pending)
 
@@ -208,7 +225,7 @@ class RoundTrips:
         handed, pending.new = pending.new, {}
         pending.asked.update(handed)
         return types.InputRequiredResult(input_requests={key: waiter.request for key, waiter in handed.items()},
-                                         request_state=self._states.seal(pending.round, pending.principal))
+                                         request_state=self._states.seal(pending.round, pending.owner))
 
     async def _next(self, pending: _Pending) -> Any:
         pending.rounds_waiting += 1

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from mcp import types
 
-from proxy.downstream.rounds._input_rounds import RoundTrips
+from proxy.downstream.rounds._input_rounds import RoundTrips, round_owner
 from proxy.downstream.rounds._session_channel import SessionChannel
 from proxy.downstream.rounds._session_logs import SessionLogs
 from proxy.downstream.session import RequestContext, caller, handshake_era
@@ -29,9 +29,10 @@ class WayBack:
         self.logs = logs
 
     async def run(
-        self, ctx: RequestContext, params: types.InputResponseRequestParams, run: Callable[[BackChannel], Awaitable[R]]
+        self, ctx: RequestContext, profile: str, params: types.InputResponseRequestParams,
+        run: Callable[[BackChannel], Awaitable[R]],
     ) -> R | types.InputRequiredResult:
-        """`run`'s result; for a 2026-era caller, or the next round's input requests.
+        """`run`'s result; for a 2026-era caller in `profile`, or the next round's input requests.
 
         Raises:
             MCPError: as `RoundTrips.call`, or what `run` raised.
@@ -39,4 +40,4 @@ class WayBack:
         if handshake_era(ctx):
             key = caller(ctx).session
             return await run(SessionChannel(ctx, lambda: self.logs.level(key)))
-        return await self.round_trips.call(ctx, caller(ctx).principal, params, run)
+        return await self.round_trips.call(ctx, round_owner(caller(ctx).principal, profile), params, run)
