@@ -22,7 +22,7 @@ from proxy.downstream.calls._arguments import check_call
 from proxy.downstream.calls._large import LargeResults, result_owner
 from proxy.downstream.calls._tasks import Tasks
 from proxy.downstream.lists import Promoter, ViewOf
-from proxy.downstream.rounds import RoundTripChannel, RoundTrips, SessionChannel, SessionLogs, round_owner
+from proxy.downstream.rounds import RoundTripChannel, RoundTrips, SessionChannel, SessionLogs
 from proxy.downstream.session import (
     BRIDGE_SERVER,
     CallObserver,
@@ -31,6 +31,7 @@ from proxy.downstream.session import (
     Upstreams,
     caller,
     handshake_era,
+    in_profile,
     promotion_key,
     protocol_error,
     record_tool_result,
@@ -102,7 +103,7 @@ class ToolCalls:
             return await self._answer(ctx, params, channel)
 
         profile = (await self.view_of(ctx)).profile
-        result = await self.round_trips.call(ctx, round_owner(caller(ctx).principal, profile), params, run)
+        result = await self.round_trips.call(ctx, in_profile(caller(ctx).principal, profile), params, run)
         return self.tasks.handle(ctx, profile, result) if isinstance(result, HandedOver) else result
 
     async def _answer(self, ctx: RequestContext, params: types.CallToolRequestParams, channel: Channel

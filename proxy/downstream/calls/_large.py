@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 from urllib.parse import parse_qs, urlsplit
 
 from mcp import types
 
+from proxy.downstream.session import in_profile
 from proxy.replicated import ResultStore, StoredResult
 
 __all__ = ["RESULTS_PREFIX", "LargeResults", "result_owner"]
@@ -32,7 +32,7 @@ PREVIEW_CHARS = 2_000
 
 def result_owner(principal: str, profile: str) -> str:
     """Who may read a stored result: the digest keeps subjects out of the shared store."""
-    return hashlib.sha256(json.dumps([principal, profile]).encode()).hexdigest()
+    return hashlib.sha256(in_profile(principal, profile).encode()).hexdigest()
 
 
 class LargeResults:

@@ -27,7 +27,15 @@ from typing import Any
 from mcp import MCPError, types
 from pydantic import ValidationError
 
-from proxy.downstream.session import RequestContext, Upstreams, caller, protocol_error, scrub_error_result, takes_tasks
+from proxy.downstream.session import (
+    RequestContext,
+    Upstreams,
+    caller,
+    in_profile,
+    protocol_error,
+    scrub_error_result,
+    takes_tasks,
+)
 from proxy.errors import ToolbridgeError
 from proxy.protocol import (
     TASKS,
@@ -60,7 +68,7 @@ class TaskRef:
     replica: str
     server: str
     upstream_id: str
-    owner: str  # the digest of the caller's owner and profile
+    owner: str  # the digest of the caller's owner in its profile
 
 
 def new_replica_id() -> str:
@@ -83,15 +91,14 @@ class TaskIds:
         self._key = key
         self.replica = replica
 
-    def digest(self, owner: str, profile: str) -> str:
-        bound = json.dumps([owner, profile]).encode()
-        return _b64(hmac.new(self._key, b"owner\0" + bound, hashlib.sha256).digest()[:12])
+    def digest(self, owner: str) -> str:
+        return _b64(hmac.new(self._key, b"owner\0" + owner.encode(), hashlib.sha256).digest()[:12])
 
     def _sign(self, body: str) -> str:
         return _b64(hmac.new(self._key, b"task\0" + body.encode(), hashlib.sha256).digest()[:_SIGNATURE_BYTES])
 
-    def mint(self, server: str, upstream_id: str, owner: str, profile: str) -> str:
-        payload = _b64(json.dumps([server, upstream_id, self.digest(owner, profile)]).encode())
+    def mint(self, server: str, upstream_id: str, owner: str) -> str:
+        payload = _b64(json.dumps([server, upstream_id, self.digest(owner)]).encode())
         body = f"{self.replica}.{payload}"
         return f"{body}.{self._sign(body)}"
 
@@ -135,7 +142,7 @@ class Tasks:
         if len(created.task_id) > MAX_UPSTREAM_ID:
             raise MCPError(types.INTERNAL_ERROR, f"toolbridge: server {handed.server} made a task with an "
                                                  f"id over {MAX_UPSTREAM_ID} characters")
-        task_id = self.ids.mint(handed.server, created.task_id, caller(ctx).owner, profile)
+        task_id = self.ids.mint(handed.server, created.task_id, in_profile(caller(ctx).owner, profile))
         return _wire(created, task_id)
 
     def _ref(self, ctx: RequestContext, profile: str, task_id: str) -> TaskRef:
@@ -148,7 +155,7 @@ class Tasks:
         if not takes_tasks(ctx):
             raise _missing_capability()
         ref = self.ids.open(task_id)
-        if ref is None or not hmac.compare_digest(ref.owner, self.ids.digest(caller(ctx).owner, profile)):
+        if ref is None or not hmac.compare_digest(ref.owner, self.ids.digest(in_profile(caller(ctx).owner, profile))):
             raise MCPError(types.INVALID_PARAMS, "toolbridge: unknown task")
         if ref.replica != self.ids.replica and not self.shared(ref.server):
             raise MCPError(types.INVALID_PARAMS, f"toolbridge: the task is held by replica {ref.replica} "

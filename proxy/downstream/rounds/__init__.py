@@ -3,7 +3,7 @@
 messages each session takes (`SessionLogs`).
 """
 
-from proxy.downstream.rounds._input_rounds import RoundTripChannel, RoundTrips, round_owner
+from proxy.downstream.rounds._input_rounds import RoundTripChannel, RoundTrips
 from proxy.downstream.rounds._request_state import RequestStates
 from proxy.downstream.rounds._session_channel import SessionChannel
 from proxy.downstream.rounds._session_logs import SessionLogs
@@ -16,5 +16,4 @@ __all__ = [
     "SessionChannel",
     "SessionLogs",
     "WayBack",
-    "round_owner",
 ]

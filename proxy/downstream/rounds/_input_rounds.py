@@ -20,7 +20,6 @@ request) is cancelled upstream.
 from __future__ import annotations
 
 import itertools
-import json
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -146,11 +145,6 @@ R = TypeVar("R")
 Run = Callable[[RoundTripChannel], Awaitable[R]]
 
 
-def round_owner(principal: str, profile: str) -> str:
-    """Who may answer a call's rounds: its principal in its profile (a state is no key into another profile)."""
-    return json.dumps([principal, profile])
-
-
 def _named(params: types.InputResponseRequestParams) -> str | None:
     """The tool, prompt or resource a request names: a state resumes only the request it was given for."""
     if isinstance(params, (types.CallToolRequestParams, types.GetPromptRequestParams)):
@@ -178,8 +172,8 @@ class RoundTrips:
     async def call(
         self, ctx: RequestContext, owner: str, params: types.InputResponseRequestParams, run: Run[R]
     ) -> R | types.InputRequiredResult:
-        """Start `run` for `owner` (`round_owner`), or, with a `requestState`, resume it with the client's
-        answers, and wait for its result or its next input requests.
+        """Start `run` for `owner` (its principal `in_profile`), or, with a `requestState`, resume it with the
+        client's answers, and wait for its result or its next input requests.
 
         Raises:
             MCPError: the `requestState` was altered, is another owner's, another request's or an

@@ -12,10 +12,10 @@ from typing import TypeVar
 
 from mcp import types
 
-from proxy.downstream.rounds._input_rounds import RoundTrips, round_owner
+from proxy.downstream.rounds._input_rounds import RoundTrips
 from proxy.downstream.rounds._session_channel import SessionChannel
 from proxy.downstream.rounds._session_logs import SessionLogs
-from proxy.downstream.session import RequestContext, caller, handshake_era
+from proxy.downstream.session import RequestContext, caller, handshake_era, in_profile
 from proxy.protocol import BackChannel
 
 R = TypeVar("R")
@@ -40,4 +40,4 @@ class WayBack:
         if handshake_era(ctx):
             key = caller(ctx).session
             return await run(SessionChannel(ctx, lambda: self.logs.level(key)))
-        return await self.round_trips.call(ctx, round_owner(caller(ctx).principal, profile), params, run)
+        return await self.round_trips.call(ctx, in_profile(caller(ctx).principal, profile), params, run)

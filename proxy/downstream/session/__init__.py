@@ -11,7 +11,15 @@ from proxy.downstream.session._context import (
     protocol_error,
     takes_tasks,
 )
-from proxy.downstream.session._identity import Caller, Owner, caller, client_name, principal_of, promotion_key
+from proxy.downstream.session._identity import (
+    Caller,
+    Owner,
+    caller,
+    client_name,
+    in_profile,
+    principal_of,
+    promotion_key,
+)
 from proxy.downstream.session._observe import BRIDGE_SERVER, CallObserver, CallRecord, ConnectionId, session_label
 from proxy.downstream.session._scrub import scrub_error_result, scrub_log
 from proxy.downstream.session._trace import TraceContext, record_tool_result, tool_attributes, upstream_span
@@ -29,6 +37,7 @@ __all__ = [
     "caller",
     "client_name",
     "handshake_era",
+    "in_profile",
     "page",
     "principal_of",
     "promotion_key",

@@ -23,8 +23,8 @@ from starlette.types import Scope
 from proxy.downstream.session._context import RequestContext, handshake_era
 from proxy.downstream.session._observe import session_label
 
-__all__ = ["ANONYMOUS_PRINCIPAL", "LOCAL_PRINCIPAL", "Caller", "Owner", "caller", "client_name", "principal_of",
-           "promotion_key"]
+__all__ = ["ANONYMOUS_PRINCIPAL", "LOCAL_PRINCIPAL", "Caller", "Owner", "caller", "client_name", "in_profile",
+           "principal_of", "promotion_key"]
 
 LOCAL_PRINCIPAL = "local"  # stdio or in memory: the one client that started this process
 ANONYMOUS_PRINCIPAL = "anonymous"  # HTTP without per-user tokens: whoever reaches the endpoint
@@ -59,6 +59,12 @@ class Caller:
         if self.personal:
             return self.principal
         return json.dumps([self.principal, session_label(self.session)])
+
+
+def in_profile(owner: str, profile: str) -> str:
+    """What a request leaves behind (a task, a round's state, a large result) is bound to: its owner in the profile
+    it was made in, so the same user in a narrower profile cannot reach what that profile does not show."""
+    return json.dumps([owner, profile])
 
 
 def principal_of(scope: Scope) -> str:
