@@ -29,6 +29,7 @@ SERVERS = Path(__file__).resolve().parent.parent / "servers"
 REPO = Path(__file__).resolve().parent.parent.parent
 ISSUER = "https://id.redteam.test"
 MODERN = "2026-07-28"
+HANDSHAKE = "2025-11-25"
 
 
 def upstream(name: str, **spec: Any) -> dict[str, Any]:
@@ -121,3 +122,34 @@ def scrub(value: Any, *names: str) -> str:
     for name in sorted(names, key=len, reverse=True):
         dumped = dumped.replace(name, "<NAME>")
     return dumped
+
+
+async def listed(c: Client) -> set[str]:
+    return {t.name for t in (await c.list_tools()).tools}
+
+
+async def ignore_sampling(ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    """A sampling callback that declares the capability; the rounds a test drives by hand never reach it."""
+    return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="?"), model="m")
+
+
+async def handshake(http: httpx2.AsyncClient, url: str, token: str) -> str:
+    """A raw handshake-era session of the token's user at `url`; returns its Mcp-Session-Id."""
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+    response = await http.post(url, headers=headers, json={
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": HANDSHAKE, "capabilities": {}, "clientInfo": {"name": "ide", "version": "1"}}})
+    session = response.headers["mcp-session-id"]
+    await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                    headers={**headers, "Mcp-Session-Id": session, "Mcp-Protocol-Version": HANDSHAKE})
+    return session
+
+
+async def in_session(http: httpx2.AsyncClient, url: str, token: str, session: str, method: str,
+                     params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """One raw request inside a handshake-era session: its HTTP status and JSON-RPC body."""
+    response = await http.post(url, json={"jsonrpc": "2.0", "id": 2, "method": method, "params": params},
+                               headers={"Authorization": f"Bearer {token}", "Mcp-Session-Id": session,
+                                        "Accept": "application/json, text/event-stream",
+                                        "Mcp-Protocol-Version": HANDSHAKE})
+    return response.status_code, parse(response)

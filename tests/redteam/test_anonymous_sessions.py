@@ -12,8 +12,7 @@ from typing import Any
 import httpx2
 import pytest
 from conftest import free_port
-from rt import post, serve_http, tool, upstream, write_config
-from test_profile_crossing import handshake, in_session
+from rt import handshake, in_session, post, serve_http, tool, upstream, write_config
 
 pytestmark = pytest.mark.anyio
 

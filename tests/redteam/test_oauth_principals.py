@@ -23,7 +23,23 @@ import pytest
 from conftest import free_port
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from mcp import Client, MCPError, types
-from rt import ISSUER, SERVERS, client, oauth_issuer, parse, post, serve_http, text, tool, upstream, write_config
+from rt import (
+    HANDSHAKE,
+    ISSUER,
+    SERVERS,
+    client,
+    handshake,
+    ignore_sampling,
+    listed,
+    oauth_issuer,
+    parse,
+    post,
+    serve_http,
+    text,
+    tool,
+    upstream,
+    write_config,
+)
 from servers.jwt_issuer import Issuer, SigningKey
 from servers.tasks_server import TASKS, CreatedTask, TaskClient, poll
 
@@ -32,7 +48,6 @@ pytestmark = pytest.mark.anyio
 MAX_CHARS = 1_000
 SIZE = 2_500
 UNKNOWN_RESULT = "unknown, or expired"
-HANDSHAKE = "2025-11-25"
 TASK_CAPS = {"extensions": {TASKS: {}}}
 
 
@@ -115,10 +130,6 @@ async def raw_task(site: Site, token: str, method: str, task_id: str, *, name: s
 def refused_as_unknown_task(status: int, body: dict[str, Any]) -> bool:
     error = body.get("error") or {}
     return "result" not in body and (status >= 400 or error.get("code") == types.INVALID_PARAMS)
-
-
-async def listed(c: Client) -> set[str]:
-    return {t.name for t in (await c.list_tools()).tools}
 
 
 async def large_link(c: Client) -> str:
@@ -346,18 +357,6 @@ async def test_a_result_link_with_an_altered_id_is_unknown(site: Site) -> None:
 # --- handshake-era sessions -----------------------------------------------------------------------
 
 
-async def handshake(http: httpx2.AsyncClient, url: str, token: str) -> str:
-    """A raw handshake-era session of the token's user; returns its Mcp-Session-Id."""
-    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
-    response = await http.post(url, headers=headers, json={
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": HANDSHAKE, "capabilities": {}, "clientInfo": {"name": "ide", "version": "1"}}})
-    session = response.headers["mcp-session-id"]
-    await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"},
-                    headers={**headers, "Mcp-Session-Id": session, "Mcp-Protocol-Version": HANDSHAKE})
-    return session
-
-
 async def test_b_cannot_ride_a_handshake_session_of_a(site: Site) -> None:
     """Attacks SPEC §8.1 'the server-issued session where the transport validated one': B presents A's session id."""
     async with client(site.url, token=site.token("alice"), mode="legacy") as alice:
@@ -375,15 +374,11 @@ async def test_b_cannot_ride_a_handshake_session_of_a(site: Site) -> None:
 # --- requestState (back channels) -----------------------------------------------------------------
 
 
-async def _ignore_sampling(ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
-    return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="?"), model="m")
-
-
 async def test_b_cannot_answer_a_request_state_of_a_with_forged_session_header_or_client_name(site: Site) -> None:
     """Attacks '`requestState` ... is refused with -32602 when ... another principal sends it'."""
     forged_answer = types.CreateMessageResult(role="assistant", model="m",
                                               content=types.TextContent(type="text", text="forged-by-bob"))
-    async with client(site.url, token=site.token("alice"), sampling_callback=_ignore_sampling) as alice:
+    async with client(site.url, token=site.token("alice"), sampling_callback=ignore_sampling) as alice:
         first = await alice.session.call_tool("asker__whoami_sampling", {"tag": "alice-1"}, allow_input_required=True)
         assert isinstance(first, types.InputRequiredResult) and first.request_state is not None
         (key,) = first.input_requests or {}
@@ -391,7 +386,7 @@ async def test_b_cannot_answer_a_request_state_of_a_with_forged_session_header_o
         for forged in [None, *forged_keys("alice")]:
             headers = {"Mcp-Session-Id": forged} if forged is not None else {}
             async with client(site.url, token=site.token("bob"), headers=headers,
-                              sampling_callback=_ignore_sampling) as bob:
+                              sampling_callback=ignore_sampling) as bob:
                 try:
                     done = await bob.session.call_tool("asker__whoami_sampling", {"tag": "alice-1"},
                                                        input_responses={key: forged_answer},

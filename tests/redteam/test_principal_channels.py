@@ -14,9 +14,9 @@ import anyio
 import httpx2
 import pytest
 from mcp import MCPError, types
-from rt import client, parse, post, scrub, text
+from rt import HANDSHAKE, client, handshake, ignore_sampling, in_session, listed, parse, post, scrub, text
 from servers.tasks_server import TaskClient, poll
-from test_profile_crossing import HANDSHAKE, Site, crossing_site, handshake, in_session, pin, start_task
+from test_profile_crossing import Site, crossing_site, pin, start_task
 
 pytestmark = pytest.mark.anyio
 
@@ -105,17 +105,13 @@ async def test_another_users_task_id_is_unknown_inside_a_handshake_era_session(g
     assert still == "working"
 
 
-async def _ignore_sampling(ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
-    return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="?"), model="m")
-
-
 async def test_another_users_request_state_resumes_nothing_inside_a_handshake_era_session(gateway: Site) -> None:
     """Attacks '`requestState` ... refused when another principal sends it' across eras: bob sends alice's
     state (and an answer to its input request) inside his own handshake-era session, and raw over 2026 HTTP
     under another tool's name."""
     alice_token, bob = gateway.token("alice-state"), gateway.token("bob-state")
     forged = {"role": "assistant", "model": "m", "content": {"type": "text", "text": "forged-by-bob"}}
-    async with client(gateway.url, token=alice_token, sampling_callback=_ignore_sampling) as alice:
+    async with client(gateway.url, token=alice_token, sampling_callback=ignore_sampling) as alice:
         first = await alice.session.call_tool("asker__whoami_sampling", {"tag": "a"}, allow_input_required=True)
         assert isinstance(first, types.InputRequiredResult) and first.request_state is not None
         (key,) = first.input_requests or {}
@@ -238,8 +234,8 @@ async def test_an_out_of_scope_servers_list_change_is_announced_to_no_narrow_ses
                       message_handler=counter("wide")) as wide, \
             client(gateway.narrow, token=gateway.token("dana-changes"), mode="legacy",
                    message_handler=counter("narrow")) as narrow, anyio.create_task_group() as group:
-        await listed_names(wide)
-        await listed_names(narrow)
+        await listed(wide)
+        await listed(narrow)
         group.start_soon(listen)
         with anyio.fail_after(20):
             await ready.wait()
@@ -251,10 +247,6 @@ async def test_an_out_of_scope_servers_list_change_is_announced_to_no_narrow_ses
         await anyio.sleep(1.5)
         group.cancel_scope.cancel()
     assert told["narrow"] == 0 and told["narrow-listen"] == 0, told
-
-
-async def listed_names(c: Any) -> set[str]:
-    return {t.name for t in (await c.list_tools()).tools}
 
 
 async def _slow_call(http: httpx2.AsyncClient, url: str, token: str, request_id: int, session: str) -> str:

@@ -22,7 +22,23 @@ import httpx2
 import pytest
 from conftest import free_port
 from mcp import Client, MCPError, types
-from rt import SERVERS, client, oauth_issuer, parse, post, scrub, serve_http, text, tool, upstream, write_config
+from rt import (
+    SERVERS,
+    client,
+    handshake,
+    ignore_sampling,
+    in_session,
+    listed,
+    oauth_issuer,
+    parse,
+    post,
+    scrub,
+    serve_http,
+    text,
+    tool,
+    upstream,
+    write_config,
+)
 from servers.jwt_issuer import Issuer
 from servers.tasks_server import TASKS, CreatedTask, TaskClient, poll
 
@@ -92,10 +108,6 @@ async def crossing_site(directory: Path) -> AsyncIterator[Site]:
         async with client(url, token=issuer.token(sub="warm", groups=["admins"])) as warm:
             assert "tool_search" in {t.name for t in (await warm.list_tools()).tools}
         yield Site(url, issuer, calls)
-
-
-async def listed(c: Client) -> set[str]:
-    return {t.name for t in (await c.list_tools()).tools}
 
 
 async def answer(c: Client, name: str, arguments: dict[str, Any]) -> str:
@@ -176,10 +188,6 @@ async def test_a_task_made_in_the_wide_profile_cannot_be_polled_or_cancelled_fro
     assert all(observed.values()), observed
 
 
-async def _ignore_sampling(ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
-    return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="?"), model="m")
-
-
 MINE = types.CreateMessageResult(role="assistant", model="m", content=types.TextContent(type="text", text="resumed"))
 
 
@@ -188,11 +196,11 @@ async def test_a_request_state_from_the_wide_profile_resumes_nothing_in_the_narr
     """Attacks '`requestState` ... bound to the principal' against the scope: the same user, in a profile without
     `asker`, sends the state under the call's own name and under an in-scope name."""
     dana = site.token("dana-state")
-    async with client(site.url, token=dana, sampling_callback=_ignore_sampling) as wide:
+    async with client(site.url, token=dana, sampling_callback=ignore_sampling) as wide:
         first = await wide.session.call_tool("asker__whoami_sampling", {"tag": "t"}, allow_input_required=True)
         assert isinstance(first, types.InputRequiredResult) and first.request_state is not None
         (key,) = first.input_requests or {}
-        async with client(site.narrow, token=dana, sampling_callback=_ignore_sampling) as narrow:
+        async with client(site.narrow, token=dana, sampling_callback=ignore_sampling) as narrow:
             try:
                 done: Any = await narrow.session.call_tool(name, {"tag": "t"}, input_responses={key: MINE},
                                                            request_state=first.request_state,
@@ -302,30 +310,6 @@ async def test_two_users_sharing_a_json_rpc_id_each_get_their_own_answer(site: S
 
 
 # --- a handshake-era session carried to another profile or token ---------------------------------------
-
-HANDSHAKE = "2025-11-25"
-
-
-async def handshake(http: httpx2.AsyncClient, url: str, token: str) -> str:
-    """A raw handshake-era session of the token's user at `url`; returns its Mcp-Session-Id."""
-    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
-    response = await http.post(url, headers=headers, json={
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": HANDSHAKE, "capabilities": {}, "clientInfo": {"name": "ide", "version": "1"}}})
-    session = response.headers["mcp-session-id"]
-    await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"},
-                    headers={**headers, "Mcp-Session-Id": session, "Mcp-Protocol-Version": HANDSHAKE})
-    return session
-
-
-async def in_session(http: httpx2.AsyncClient, url: str, token: str, session: str, method: str,
-                     params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    response = await http.post(url, json={"jsonrpc": "2.0", "id": 2, "method": method, "params": params},
-                               headers={"Authorization": f"Bearer {token}", "Mcp-Session-Id": session,
-                                        "Accept": "application/json, text/event-stream",
-                                        "Mcp-Protocol-Version": HANDSHAKE})
-    return response.status_code, parse(response)
-
 
 async def test_a_wide_session_is_not_carried_by_a_token_that_no_longer_grants_its_profile(site: Site) -> None:
     """Attacks 'each user's token picks their profile': dana opens a session in `default`, then her token is

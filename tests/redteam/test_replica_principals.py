@@ -10,14 +10,26 @@ import json
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 
 import anyio
 import httpx2
 import pytest
 from conftest import free_port, missing_programs
 from mcp import Client, MCPError, types
-from rt import SERVERS, client, oauth_issuer, post, scrub, serve_http, text, tool, upstream, write_config
+from rt import (
+    SERVERS,
+    client,
+    ignore_sampling,
+    listed,
+    oauth_issuer,
+    post,
+    scrub,
+    serve_http,
+    text,
+    tool,
+    upstream,
+    write_config,
+)
 from servers.cluster import redis_server
 from servers.jwt_issuer import Issuer
 from servers.tasks_server import TASKS, CreatedTask, TaskClient, poll
@@ -68,10 +80,6 @@ async def pair(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Pair]:
         async with serve_http(directory / "config", free_port(), "--replica-id", "r0", ready=(200,)) as first, \
                 serve_http(directory / "config", free_port(), "--replica-id", "r1", ready=(200,)) as second:
             yield Pair(f"{first}/mcp", f"{second}/mcp", issuer)
-
-
-async def listed(c: Client) -> set[str]:
-    return {t.name for t in (await c.list_tools()).tools}
 
 
 async def test_a_pin_follows_its_user_to_the_other_replica_and_nobody_else(pair: Pair) -> None:
@@ -139,17 +147,13 @@ async def test_another_users_task_id_is_unknown_on_either_replica_and_reveals_no
     assert leaks == [] and still == "working", (leaks, still)
 
 
-async def _ignore_sampling(ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
-    return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="?"), model="m")
-
-
 async def test_another_users_request_state_is_refused_on_either_replica_and_reveals_nothing(pair: Pair) -> None:
     """Attacks '`requestState` ... refused with -32602 when another principal sends it' with the shared key:
     bob's answers, on the replica running alice's call and on the other, equal those for an altered state
     (the replica that runs a call is named only to its owner)."""
     forged = types.CreateMessageResult(role="assistant", model="m",
                                        content=types.TextContent(type="text", text="forged-by-bob"))
-    async with client(pair.r0, token=pair.token("alice"), sampling_callback=_ignore_sampling) as alice:
+    async with client(pair.r0, token=pair.token("alice"), sampling_callback=ignore_sampling) as alice:
         first = await alice.session.call_tool("asker__whoami_sampling", {"tag": "a"}, allow_input_required=True)
         assert isinstance(first, types.InputRequiredResult) and first.request_state is not None
         (key,) = first.input_requests or {}
@@ -157,7 +161,7 @@ async def test_another_users_request_state_is_refused_on_either_replica_and_reve
         altered = state[:-4] + ("AAAA" if state[-4:] != "AAAA" else "BBBB")
         answers = []
         for url in (pair.r0, pair.r1):
-            async with client(url, token=pair.token("bob"), sampling_callback=_ignore_sampling) as bob:
+            async with client(url, token=pair.token("bob"), sampling_callback=ignore_sampling) as bob:
                 for sent in (state, altered):
                     try:
                         done = await bob.session.call_tool("asker__whoami_sampling", {"tag": "a"},
