@@ -58,7 +58,8 @@ DATASETS = {
 PUBLIC_SETS = REPO_ROOT / ".bench-data"
 DATASETS |= {f"{source}/{name}": (str(PUBLIC_SETS / source / name / "catalog.json"),
                                   str(PUBLIC_SETS / source / name / "queries.json"))
-             for source, names in (("bfcl", ("ast", "live")), ("metatool", ("single", "multi")))
+             for source, names in (("bfcl", ("ast", "live")), ("metatool", ("single", "multi")),
+                                 ("mcpbench", ("single", "multi")))
              for name in names if (PUBLIC_SETS / source / name).is_dir()}
 # What parameters are fitted on; LiveMCPBench never is.
 TUNING = ("real-fleet/dev", "real-fleet/args", "real-fleet/tasks")
