@@ -151,6 +151,8 @@ def _runs(text: str) -> list[str]:
     word at all (it names nothing), and any other ("O'Reilly") its parts."""
     if not text.isascii():
         text = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    if not _APOSTROPHE.search(text):
+        return _WORD.findall(text)
     runs = []
     for chunk in _WORD_WITH_APOSTROPHES.findall(text):
         first, *rest = _APOSTROPHE.split(chunk)
