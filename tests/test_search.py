@@ -243,10 +243,10 @@ class _Reference:
     def scores(self, terms: dict[str, float], scope: Collection[str] | None) -> dict[str, float]:
         n, ranking = len(self.tfs), search.RANKING
         avgs = [max(sum(lengths[f] for lengths in self.lengths.values()) / n, 1e-9) for f in range(len(search.FIELDS))]
-        scores: dict[str, float] = {}
+        parts: dict[str, list[float]] = {}
         for term, qtf in terms.items():
             holders = [name for name, tfs in self.tfs.items() if term in tfs]
-            idf = qtf * math.log(1 + (n - len(holders) + 0.5) / (len(holders) + 0.5))
+            idf = min(qtf, ranking.repeats) * math.log(1 + (n - len(holders) + 0.5) / (len(holders) + 0.5))
             for name in holders:
                 tf = 0.0
                 for count, w, b, length, avg in zip(
@@ -254,8 +254,8 @@ class _Reference:
                 ):
                     tf += count * (w / (1 - b + b * length / avg))
                 if scope is None or name in scope:
-                    scores[name] = scores.get(name, 0.0) + idf * (tf * (ranking.k1 + 1) / (tf + ranking.k1))
-        return scores
+                    parts.setdefault(name, []).append(idf * (tf * (ranking.k1 + 1) / (tf + ranking.k1)))
+        return {name: sum(sorted(found, reverse=True)[: ranking.best_terms]) for name, found in parts.items()}
 
     def server_evidence(self, terms: dict[str, float], names: list[str]) -> float:
         """Per query term, the share of the server's tools (`names`, those in scope) that have it times its idf

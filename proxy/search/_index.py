@@ -30,8 +30,12 @@ class Ranking:
     """The ranking's free parameters (bench/search_fit.py cross-validates how they are fitted); `weights` and
     `b` are per field of FIELDS. `clause_balance` applies only to the fused ranking's lexical leg (`scored`).
     The values a request names (`split_values`) count apart from its words: a path's or an e-mail address's words
-    at `literals` (the words saying what kind of file it is at 1: "xlsx" says Excel), a URL's at 1, quoted
-    text's at `quoted`, and the kind of a URL or path ("url", "file") as a query term at `value_kinds`.
+    and its numbers at `literals` (the words saying what kind of file it is at 1: "xlsx" says Excel), a URL's at 1,
+    quoted text's at `quoted`, and the kind of a URL or path ("url", "file") as a query term at `value_kinds`.
+    A term's weight counts at most `repeats` times in a tool's score however often a request says it (its server
+    evidence and a step's share keep the request's emphasis). `best_terms`: a tool's lexical score
+    (`search`) counts only its best-matching terms of a request, so a long request is answered by the tools that
+    match a few of its words well rather than by a long generic description that touches many of them.
     `server_evidence` weighs what a tool's server says (`_server_evidence`) in the lexical ranking (`search`),
     `fused_server_evidence` in the fused ranking's lexical leg (`scored`). `step_diversity` is the share of a
     multi-step request's lexical ranking (`search`) that rewards covering each of its steps (`_diversified`)."""
@@ -48,6 +52,8 @@ class Ranking:
     server_evidence: float = 0.75
     fused_server_evidence: float = 0.5
     step_diversity: float = 0.5
+    repeats: float = 2.0
+    best_terms: int = 8
 
 
 RANKING = Ranking()
@@ -227,7 +233,7 @@ class SearchIndex:
         if len(steps) >= 2:
             ranked = self._diversified(terms, steps, limit, scope, exact)
         else:
-            ranked = self._top(terms, limit, scope, exact, self.ranking.server_evidence)
+            ranked = self._ranked(terms, limit, scope, exact)
         return (named + list(ranked))[:limit]
 
     def _diversified(
@@ -236,12 +242,11 @@ class SearchIndex:
     ) -> list[tuple[str, float]]:
         """A multi-step request's ranking (`diversify`): its best `STEP_DEPTH` tools and each step's, a step weighed
         by its share of the request's idf."""
-        servers = self.ranking.server_evidence
-        whole = self._top(terms, max(limit, STEP_DEPTH), scope, exact, servers)
+        whole = self._ranked(terms, max(limit, STEP_DEPTH), scope, exact)
         aspects = []
         for step in steps:
             step_terms = self._query_terms(step)
-            if ranked := self._top(step_terms, STEP_DEPTH, scope, exact, servers):
+            if ranked := self._ranked(step_terms, STEP_DEPTH, scope, exact):
                 aspects.append((self._idf_mass(step_terms), dict(ranked)))
         return diversify(whole, aspects, limit, self.ranking.step_diversity, STEP_DEPTH)
 
@@ -261,13 +266,19 @@ class SearchIndex:
         terms = balance_clauses(self._query_terms(query), query, self.ranking.clause_balance)
         return self._top(terms, limit, scope, exact, self.ranking.fused_server_evidence)
 
+    def _ranked(
+        self, terms: dict[str, float], limit: int, scope: Collection[str] | None, exact: Collection[str]
+    ) -> list[tuple[str, float]]:
+        """The lexical ranking's `_top` (`search`): with its server evidence and a tool's best terms only."""
+        return self._top(terms, limit, scope, exact, self.ranking.server_evidence, self.ranking.best_terms)
+
     def _top(
         self, terms: dict[str, float], limit: int, scope: Collection[str] | None, exact: Collection[str],
-        servers: float = 0.0,
+        servers: float = 0.0, best: int = 0,
     ) -> list[tuple[str, float]]:
         if limit <= 0 or not self._entries:
             return []
-        scores = self._score(terms, scope, servers)
+        scores = self._score(terms, scope, servers, best)
         for name in exact:
             scores[self._entries[name].doc_id] = 0.0
         return sorted(self._cover(scores, terms, limit).items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
@@ -308,6 +319,10 @@ class SearchIndex:
         kept = [w for w in words if w not in STOP_WORDS] or words
         for word in kept:
             term = stem(word)
+            if word.isdigit():  # "between 9 and noon", "top 10": a value, like a path's words
+                if self.ranking.literals and term in self._postings:
+                    weights[term] += self.ranking.literals
+                continue
             if term in self._postings or len(term) < PREFIX_MIN:
                 weights[term] += 1.0
                 continue
@@ -356,18 +371,20 @@ class SearchIndex:
             self._impacts_cache.put(term, cached)
         return cached
 
-    def _score(self, terms: dict[str, float], scope: Collection[str] | None, servers: float = 0.0) -> postings.Floats:
-        """BM25F score per document id (zero for documents out of scope or sharing no query term), plus
-        `servers` x its server's evidence (`_server_evidence`)."""
+    def _score(
+        self, terms: dict[str, float], scope: Collection[str] | None, servers: float = 0.0, best: int = 0
+    ) -> postings.Floats:
+        """BM25F score per document id (zero for documents out of scope or sharing no query term) over, with `best`,
+        only each document's `best` largest terms, plus `servers` x its server's evidence (`_server_evidence`)."""
         n_docs = len(self._entries)
         plan = []
         for term, qtf in terms.items():
             if term in self._postings:
                 ids, impacts = self._impacts(term)
                 df = len(ids)
-                idf = qtf * math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+                idf = min(qtf, self.ranking.repeats) * math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
                 plan.append((idf, ids, impacts))
-        scores = postings.accumulate(plan, self._docs.capacity)
+        scores = postings.accumulate(plan, self._docs.capacity, best)
         scoped = self._scope(scope) if scope is not None else None
         if servers:
             scores += servers * self._server_evidence(terms, scores, scoped)

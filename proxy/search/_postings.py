@@ -166,12 +166,23 @@ def impacts(ids: Ids, tfs: Counts, factors: Floats, k1: float) -> Floats:
     return tf * (k1 + 1) / (tf + k1)
 
 
-def accumulate(plan: Sequence[tuple[float, Ids, Floats]], size: int) -> Floats:
-    """Each document's sum of idf * impact over the plan's terms, added in plan order."""
+def accumulate(plan: Sequence[tuple[float, Ids, Floats]], size: int, best: int = 0) -> Floats:
+    """Each document's sum of idf * impact over the plan's terms, added in plan order; with `best`, over only its
+    `best` largest (a plan of no more terms sums them all, unsorted)."""
     if not plan:
         return np.zeros(size)
     ids = np.concatenate([term_ids for _, term_ids, _ in plan])
     weights = np.concatenate([idf * term_impacts for idf, _, term_impacts in plan])
+    if best and len(plan) > best:
+        crowded = np.bincount(ids, minlength=size)[ids] > best  # only these documents' terms need sorting
+        if crowded.any():
+            few = np.bincount(ids[~crowded], weights=weights[~crowded], minlength=size)
+            ids, weights = ids[crowded], weights[crowded]
+            order = np.lexsort((-weights, ids))  # by document, each document's terms largest first
+            ids, weights = ids[order], weights[order]
+            firsts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+            ranks = np.arange(len(ids)) - np.repeat(firsts, np.diff(np.r_[firsts, len(ids)]))
+            return few + np.bincount(ids[ranks < best], weights=weights[ranks < best], minlength=size)
     return np.bincount(ids, weights=weights, minlength=size)
 
 

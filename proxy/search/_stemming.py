@@ -8,8 +8,15 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 
 _WORD = re.compile(r"[A-Za-z0-9]+")
+# A word with an apostrophe (typed ' or typographic ’ ʼ): "Denver's", "I’m", "don't", "O'Reilly".
+_APOSTROPHE = re.compile(r"['\u2019\u02bc]")
+_WORD_WITH_APOSTROPHES = re.compile(r"[A-Za-z0-9]+(?:['\u2019\u02bc][A-Za-z]+)*")
+# What follows an apostrophe in a possessive or a contraction: the word before it is the word ("Denver's",
+# "I'm", "you'll"), never a word of its own ("s", "m", "ll" matched tools with a unit "m" or an "s" suffix).
+_CLITICS = frozenset({"s", "m", "d", "ll", "re", "ve"})
 # Argument values a request names, by kind: a URL, or a file path or name ("~/notes/todo.md", "./src",
 # "/var/log", "report.xlsx"). A file name's extension ("xlsx") says what kind of file it is.
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
@@ -138,11 +145,29 @@ def stem(w: str) -> str:
     return w
 
 
+def _runs(text: str) -> list[str]:
+    """The alphanumeric runs of `text`, accents folded ("café" is "cafe", not "caf"), and words with an apostrophe
+    read as a person writes them: a possessive or contraction is its first word, a negation ("don't", "can't") no
+    word at all (it names nothing), and any other ("O'Reilly") its parts."""
+    if not text.isascii():
+        text = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    if not _APOSTROPHE.search(text):
+        return _WORD.findall(text)
+    runs = []
+    for chunk in _WORD_WITH_APOSTROPHES.findall(text):
+        first, *rest = _APOSTROPHE.split(chunk)
+        if len(rest) == 1 and rest[0].lower() in _CLITICS:
+            runs.append(first)
+        elif not (len(rest) == 1 and rest[0].lower() == "t" and first[-1:].lower() == "n"):
+            runs += [first, *rest]
+    return runs
+
+
 def split_words(text: str, *, whole: bool = False) -> list[str]:
-    """Lower-cased alphanumeric runs, camelCase split; with `whole`, a split run also counts as itself, so
+    """Lower-cased alphanumeric runs (`_runs`), camelCase split; with `whole`, a split run also counts as itself, so
     "GitHub" answers to "github" as well as to "git hub"."""
     out = []
-    for chunk in _WORD.findall(text):
+    for chunk in _runs(text):
         parts = [part.lower() for part in _CAMEL.split(chunk) if part]
         out += [*parts, chunk.lower()] if whole and len(parts) > 1 else parts
     return out
