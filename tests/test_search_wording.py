@@ -68,12 +68,13 @@ def test_an_accented_word_matches_its_plain_spelling() -> None:
     assert index.search("caf\u00e9", limit=1) == ["maps__search_nearby"]  # not "caf", a word no tool has
 
 
-def test_a_number_in_a_request_is_a_value_not_a_word() -> None:
-    """"between 9 and noon", "a 4-star rating": a number says what to ask for, not which tool asks."""
-    index = indexed(MEDICAL_AND_MAPS)
-    assert index.search("a route for 4 people", limit=1) == ["maps__directions"]
-    assert index.search("4 2 1", limit=4) == []
-    assert indexed(MEDICAL_AND_MAPS, literals=1.0).search("4 2 1", limit=1) == ["medical__maintenance_fluids"]
+def test_a_number_in_a_request_weighs_half_a_word() -> None:
+    """"between 9 and noon", "a 4-star rating" are values, "HTTP 404" may name a thing: a number counts, at half."""
+    shipped = dict(indexed(MEDICAL_AND_MAPS).search_scored("4 2 1", limit=1))
+    whole = dict(indexed(MEDICAL_AND_MAPS, numbers=1.0).search_scored("4 2 1", limit=1))
+    assert list(shipped) == list(whole) == ["medical__maintenance_fluids"]
+    assert shipped["medical__maintenance_fluids"] == pytest.approx(whole["medical__maintenance_fluids"] / 2)
+    assert indexed(MEDICAL_AND_MAPS).search("directions for 4 people", limit=1) == ["maps__directions"]
 
 
 REPEATED = {

@@ -30,8 +30,9 @@ class Ranking:
     """The ranking's free parameters (bench/search_fit.py cross-validates how they are fitted); `weights` and
     `b` are per field of FIELDS. `clause_balance` applies only to the fused ranking's lexical leg (`scored`).
     The values a request names (`split_values`) count apart from its words: a path's or an e-mail address's words
-    and its numbers at `literals` (the words saying what kind of file it is at 1: "xlsx" says Excel), a URL's at 1,
-    quoted text's at `quoted`, and the kind of a URL or path ("url", "file") as a query term at `value_kinds`.
+    at `literals` (the words saying what kind of file it is at 1: "xlsx" says Excel), a URL's at 1, quoted text's
+    at `quoted`, its numbers at `numbers`, and the kind of a URL or path ("url", "file") as a query term at
+    `value_kinds`.
     A term's weight counts at most `repeats` times in a tool's score however often a request says it (its server
     evidence and a step's share keep the request's emphasis). `best_terms`: a tool's lexical score
     (`search`) counts only its best-matching terms of a request, so a long request is answered by the tools that
@@ -52,6 +53,7 @@ class Ranking:
     server_evidence: float = 0.75
     fused_server_evidence: float = 0.5
     step_diversity: float = 0.5
+    numbers: float = 0.5
     repeats: float = 2.0
     best_terms: int = 8
 
@@ -319,9 +321,9 @@ class SearchIndex:
         kept = [w for w in words if w not in STOP_WORDS] or words
         for word in kept:
             term = stem(word)
-            if word.isdigit():  # "between 9 and noon", "top 10": a value, like a path's words
-                if self.ranking.literals and term in self._postings:
-                    weights[term] += self.ranking.literals
+            if word.isdigit():  # "between 9 and noon", "a 4-star rating": a value, or "HTTP 404": a name
+                if self.ranking.numbers and term in self._postings:
+                    weights[term] += self.ranking.numbers
                 continue
             if term in self._postings or len(term) < PREFIX_MIN:
                 weights[term] += 1.0
