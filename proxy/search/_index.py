@@ -376,8 +376,8 @@ class SearchIndex:
     def _score(
         self, terms: dict[str, float], scope: Collection[str] | None, servers: float = 0.0, best: int = 0
     ) -> postings.Floats:
-        """BM25F score per document id (zero for documents out of scope or sharing no query term) over, with `best`,
-        only each document's `best` largest terms, plus `servers` x its server's evidence (`_server_evidence`)."""
+        """BM25F score per document id (zero for documents out of scope or sharing no query term; with `best`, the sum
+        of its `best` largest terms only), plus `servers` x its server's evidence (`_server_evidence`)."""
         n_docs = len(self._entries)
         plan = []
         for term, qtf in terms.items():

@@ -1,4 +1,5 @@
-"""Text to search terms: alphanumeric runs, camelCase splitting, stop words and Porter stemming.
+"""Text to search terms: alphanumeric runs (accents folded, apostrophes read), camelCase splitting, stop words and
+Porter stemming.
 
 Pure and stdlib-only. The lexical index and the benchmarks tokenize queries and tools alike through
 this module, so the two sides always meet on the same terms.
@@ -12,8 +13,9 @@ import unicodedata
 
 _WORD = re.compile(r"[A-Za-z0-9]+")
 # A word with an apostrophe (typed ' or typographic ’ ʼ): "Denver's", "I’m", "don't", "O'Reilly".
-_APOSTROPHE = re.compile(r"['\u2019\u02bc]")
-_WORD_WITH_APOSTROPHES = re.compile(r"[A-Za-z0-9]+(?:['\u2019\u02bc][A-Za-z]+)*")
+_APOSTROPHES = "'\u2019\u02bc"
+_APOSTROPHE = re.compile(f"[{_APOSTROPHES}]")
+_WORD_WITH_APOSTROPHES = re.compile(f"[A-Za-z0-9]+(?:[{_APOSTROPHES}][A-Za-z]+)*")
 # What follows an apostrophe in a possessive or a contraction: the word before it is the word ("Denver's",
 # "I'm", "you'll"), never a word of its own ("s", "m", "ll" matched tools with a unit "m" or an "s" suffix).
 _CLITICS = frozenset({"s", "m", "d", "ll", "re", "ve"})
