@@ -105,8 +105,9 @@ def _root_logging_put_back() -> Iterator[None]:
     root.setLevel(level)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def anyio_backend() -> str:
+    """asyncio only; module-wide, so a module's async fixtures (a red-team gateway) can be module-scoped too."""
     return "asyncio"
 
 

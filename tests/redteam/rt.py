@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fleetdir import serve_http
 from servers.jwt_issuer import Issuer
+from servers.tasks_server import TASKS
 
 __all__ = ["serve_http"]
 
@@ -30,6 +31,7 @@ REPO = Path(__file__).resolve().parent.parent.parent
 ISSUER = "https://id.redteam.test"
 MODERN = "2026-07-28"
 HANDSHAKE = "2025-11-25"
+TASK_CAPS = {"extensions": {TASKS: {}}}  # a client's capabilities that accept tasks
 
 
 def upstream(name: str, **spec: Any) -> dict[str, Any]:

@@ -21,11 +21,6 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 async def url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
     config = tmp_path_factory.mktemp("anonymous") / "config"
     write_config(config, {"data": upstream("data", tools=[tool(f"t{n}", f"Tool {n}.") for n in range(4)])},

@@ -40,11 +40,6 @@ REQUIRED_TEXT = {"inputSchema": {"type": "object", "required": ["text"],
                                  "properties": {"workspace": {"type": "string"}, "text": {"type": "string"}}}}
 
 
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def calls(log: Path) -> list[list[Any]]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 

@@ -27,6 +27,7 @@ from rt import (
     HANDSHAKE,
     ISSUER,
     SERVERS,
+    TASK_CAPS,
     client,
     handshake,
     ignore_sampling,
@@ -41,19 +42,13 @@ from rt import (
     write_config,
 )
 from servers.jwt_issuer import Issuer, SigningKey
-from servers.tasks_server import TASKS, CreatedTask, TaskClient, poll
+from servers.tasks_server import CreatedTask, TaskClient, poll
 
 pytestmark = pytest.mark.anyio
 
 MAX_CHARS = 1_000
 SIZE = 2_500
 UNKNOWN_RESULT = "unknown, or expired"
-TASK_CAPS = {"extensions": {TASKS: {}}}
-
-
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @dataclass

@@ -24,6 +24,7 @@ from conftest import free_port
 from mcp import Client, MCPError, types
 from rt import (
     SERVERS,
+    TASK_CAPS,
     client,
     handshake,
     ignore_sampling,
@@ -40,17 +41,11 @@ from rt import (
     write_config,
 )
 from servers.jwt_issuer import Issuer
-from servers.tasks_server import TASKS, CreatedTask, TaskClient, poll
+from servers.tasks_server import CreatedTask, TaskClient, poll
 
 pytestmark = pytest.mark.anyio
 
-TASK_CAPS = {"extensions": {TASKS: {}}}
 BOTH = ("admins", "ops-team")
-
-
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @dataclass

@@ -18,11 +18,6 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 async def replicas(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[str, str]]:
     config = tmp_path_factory.mktemp("replicas") / "config"
     upstreams = {"data": upstream("data", tools=[tool("big", size={"type": "integer"})]),

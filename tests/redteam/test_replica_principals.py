@@ -18,6 +18,7 @@ from conftest import free_port, missing_programs
 from mcp import Client, MCPError, types
 from rt import (
     SERVERS,
+    TASK_CAPS,
     client,
     ignore_sampling,
     listed,
@@ -32,17 +33,11 @@ from rt import (
 )
 from servers.cluster import redis_server
 from servers.jwt_issuer import Issuer
-from servers.tasks_server import TASKS, CreatedTask, TaskClient, poll
+from servers.tasks_server import CreatedTask, TaskClient, poll
 
 pytestmark = pytest.mark.anyio
 
 AUDIENCE = "https://mcp.redteam.test/mcp"
-TASK_CAPS = {"extensions": {TASKS: {}}}
-
-
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @dataclass

@@ -28,11 +28,6 @@ TROJAN = "Echo\u202e gnirts\U000e0041\U000e0042 text\u200b back \x1b[31mnow\x07.
 HIDDEN = ("\u202e", "\U000e0041", "\u200b", "\x1b", "\x07")
 
 
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @dataclass
 class Site:
     base: str

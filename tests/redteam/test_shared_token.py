@@ -29,11 +29,6 @@ SECRET = "hdr-secret-7c1e9b40d2a8"
 SIZE, MAX_CHARS = 2_500, 1_000
 
 
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @dataclass
 class Site:
     base: str

@@ -19,11 +19,6 @@ SHARED = "file:///shared/notes.txt"
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 async def url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
     directory = tmp_path_factory.mktemp("shared-uris")
     upstreams = {

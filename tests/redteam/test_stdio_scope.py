@@ -19,11 +19,6 @@ REGIONAL = tool("regional_lookup", "Look a customer up in one region.",
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     directory = tmp_path_factory.mktemp("stdio") / "config"
     upstreams = {"pub": upstream("pub", tools=[tool("echo"), tool("lookup")]),

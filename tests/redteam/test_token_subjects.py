@@ -33,11 +33,6 @@ LOOKALIKES: dict[str, dict[str, Any]] = {
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 async def gateway(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Site]:
     async with crossing_site(tmp_path_factory.mktemp("subjects")) as built:
         yield built
