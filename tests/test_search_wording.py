@@ -12,15 +12,12 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from test_search import doc
 
 from proxy.search import SearchDoc, SearchIndex
 from proxy.search._index import RANKING
 from proxy.search._postings import accumulate
 from proxy.search._stemming import split_words
-
-
-def doc(server: str, tool: str, description: str = "", params: tuple[str, ...] = ()) -> SearchDoc:
-    return SearchDoc(f"{server}__{tool}", server, tool, description, params)
 
 
 def indexed(fleet: dict[str, list[SearchDoc]], **ranking: float) -> SearchIndex:
